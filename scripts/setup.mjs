@@ -1,0 +1,426 @@
+#!/usr/bin/env node
+// Makes a fresh clone runnable: npm dependencies, Debian packages for the converters, and the build.
+//
+//   node scripts/setup.mjs           before `npm start`
+//   node scripts/setup.mjs --test    before `npm test`  (adds the browser used by browser tests)
+//   node scripts/setup.mjs --bench   before `npm run bench` (adds ImageMagick to compare against)
+//
+// Plain Node, no npm dependencies: it runs before `npm install`. Silent when there is nothing to
+// do; one short line per action taken; exits non-zero with a readable message when a step fails.
+//
+// Environment:
+//   IMGAPI_SKIP_SYSTEM_PACKAGES=1   skip the Debian package step entirely.
+
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const ALL = ['start', 'test', 'bench'];
+
+// What the service and its tests need from the system. `probe` returns true when it is there.
+// Add a row here rather than special-casing anything below.
+const SYSTEM_PACKAGES = [
+  {
+    what: 'pdftoppm',
+    probe: () => hasCommand('pdftoppm'),
+    packages: ['poppler-utils'],
+    modes: ALL,
+    why: 'rasterises PDF pages',
+  },
+  {
+    what: 'soffice',
+    probe: () => hasCommand('soffice'),
+    packages: ['libreoffice-impress-nogui'],
+    modes: ALL,
+    why: 'converts presentations',
+  },
+  {
+    what: 'Carlito font',
+    // fontconfig provides fc-list itself; without it this probe could never succeed.
+    probe: () => /Carlito/.test(output('fc-list', [':', 'family']) ?? ''),
+    packages: [
+      'fontconfig',
+      'fonts-crosextra-carlito',
+      'fonts-crosextra-caladea',
+      'fonts-liberation2',
+      'fonts-dejavu-core',
+      'fonts-noto-core',
+      'fonts-noto-cjk',
+    ],
+    modes: ALL,
+    why: 'metric-compatible fonts so documents render with their intended layout',
+  },
+  {
+    what: '/usr/bin/chromium',
+    probe: () => isExecutable('/usr/bin/chromium'),
+    packages: ['chromium'],
+    modes: ['test'],
+    why: 'browser tests',
+  },
+  {
+    what: 'ImageMagick',
+    // `convert -version` of the real thing starts with "Version: ImageMagick"; a mere mention of
+    // the word (a stand-in script, an error message) does not count.
+    probe: () =>
+      hasCommand('magick') || /^Version: ImageMagick/m.test(output('convert', ['-version']) ?? ''),
+    packages: ['imagemagick'],
+    modes: ['bench'],
+    why: 'baseline for benchmarks',
+  },
+];
+
+const LOCK_STALE_MS = 30 * 60 * 1000;
+const SYSTEM_LOCK = path.join(os.tmpdir(), 'imgapi-setup.lock');
+// Serialises npm install / tsc for this checkout (e.g. `npm start` and `npm test` started together).
+const REPO_LOCK = path.join(
+  os.tmpdir(),
+  `imgapi-setup-${createHash('sha1').update(ROOT).digest('hex').slice(0, 12)}.lock`,
+);
+
+class SetupError extends Error {}
+
+function note(message) {
+  process.stderr.write(`setup: ${message}\n`);
+}
+
+function fail(message) {
+  throw new SetupError(message);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small file-system and process helpers
+
+function exists(p) {
+  return fs.existsSync(p);
+}
+
+function mtime(p) {
+  try {
+    return fs.statSync(p).mtimeMs;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Newest mtime of the files under `dir` whose name passes `filter`; -Infinity when none. */
+function newestMtime(dir, filter = () => true) {
+  let newest = -Infinity;
+  let entries;
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return newest;
+  }
+  for (const entry of entries) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) {
+      if (entry.name === 'node_modules' || entry.name === '.git') continue;
+      newest = Math.max(newest, newestMtime(full, filter));
+    } else if (filter(entry.name)) {
+      newest = Math.max(newest, mtime(full) ?? -Infinity);
+    }
+  }
+  return newest;
+}
+
+function isExecutable(file) {
+  try {
+    fs.accessSync(file, fs.constants.X_OK);
+    return fs.statSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function hasCommand(name) {
+  return (process.env.PATH ?? '')
+    .split(path.delimiter)
+    .filter(Boolean)
+    .some((dir) => isExecutable(path.join(dir, name)));
+}
+
+/** stdout of a command that exited 0, or undefined. */
+function output(cmd, args) {
+  if (!hasCommand(cmd)) return undefined;
+  const r = spawnSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 30_000 });
+  return r.status === 0 ? r.stdout : undefined;
+}
+
+/** Runs a command with inherited stdio; fails the setup with `what` in the message. */
+function run(cmd, args, { what, cwd = ROOT, env } = {}) {
+  const r = spawnSync(cmd, args, { cwd, stdio: 'inherit', env: env ? { ...process.env, ...env } : process.env });
+  if (r.error) fail(`${what}: could not run ${cmd}: ${r.error.message}`);
+  if (r.status !== 0) {
+    const how = r.signal ? `was killed by ${r.signal}` : `exited with code ${r.status}`;
+    fail(`${what} failed: \`${[cmd, ...args].join(' ')}\` ${how} (see its output above)`);
+  }
+}
+
+function sleep(ms) {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Locks: a directory made with mkdir (atomic), holding the owner's pid; stale after 30 minutes or
+// when its owner is gone.
+
+const heldLocks = new Set();
+
+function releaseLock(dir) {
+  if (!heldLocks.delete(dir)) return;
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+
+process.on('exit', () => {
+  for (const dir of [...heldLocks]) releaseLock(dir);
+});
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(signal, () => {
+    for (const dir of [...heldLocks]) releaseLock(dir);
+    process.exit(128 + (os.constants.signals[signal] ?? 1));
+  });
+}
+
+function lockIsStale(dir) {
+  const age = Date.now() - (mtime(dir) ?? Date.now());
+  if (age > LOCK_STALE_MS) return true;
+  let pid;
+  try {
+    pid = Number(fs.readFileSync(path.join(dir, 'pid'), 'utf8'));
+  } catch {
+    return false; // being created right now, or written by someone we cannot read: trust the age
+  }
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return err.code === 'ESRCH';
+  }
+}
+
+function withLock(dir, purpose, fn) {
+  let waited = false;
+  for (;;) {
+    try {
+      fs.mkdirSync(dir);
+      break;
+    } catch (err) {
+      if (err.code !== 'EEXIST') fail(`cannot create lock ${dir}: ${err.message}`);
+    }
+    if (lockIsStale(dir)) {
+      note(`removing stale lock ${dir}`);
+      fs.rmSync(dir, { recursive: true, force: true });
+      continue;
+    }
+    if (!waited) {
+      note(`waiting for another setup to finish ${purpose} (lock ${dir})`);
+      waited = true;
+    }
+    sleep(1000);
+  }
+  heldLocks.add(dir);
+  try {
+    fs.writeFileSync(path.join(dir, 'pid'), String(process.pid));
+    return fn();
+  } finally {
+    releaseLock(dir);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// npm dependencies (for the repository and for any sub-project such as web/)
+
+function hasDependencies(dir) {
+  let manifest;
+  try {
+    manifest = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'));
+  } catch (err) {
+    fail(`cannot read ${path.join(dir, 'package.json')}: ${err.message}`);
+  }
+  return ['dependencies', 'devDependencies', 'optionalDependencies'].some(
+    (key) => Object.keys(manifest[key] ?? {}).length > 0,
+  );
+}
+
+function npmDepsState(dir) {
+  // npm creates no node_modules for a package without dependencies: nothing to install then.
+  if (!hasDependencies(dir)) return 'ok';
+  const nodeModules = path.join(dir, 'node_modules');
+  const lockfile = path.join(dir, 'package-lock.json');
+  if (!exists(nodeModules)) return exists(lockfile) ? 'ci' : 'install';
+  const installed = mtime(path.join(nodeModules, '.package-lock.json'));
+  if (installed === undefined) return 'install';
+  const manifest = Math.max(mtime(path.join(dir, 'package.json')) ?? -Infinity, mtime(lockfile) ?? -Infinity);
+  return manifest > installed ? 'install' : 'ok';
+}
+
+function ensureNpmDeps(dir) {
+  const rel = path.relative(ROOT, dir) || '.';
+  if (npmDepsState(dir) === 'ok') return;
+  withLock(REPO_LOCK, 'installing npm packages', () => {
+    const state = npmDepsState(dir); // another setup may have done it while we waited
+    if (state === 'ok') return;
+    const args = state === 'ci' ? ['ci', '--no-audit', '--no-fund'] : ['install', '--no-audit', '--no-fund'];
+    note(`npm ${args[0]} in ${rel} (${state === 'ci' ? 'no node_modules yet' : 'package.json or package-lock.json changed'})`);
+    run('npm', args, { cwd: dir, what: `npm ${args[0]} in ${rel}` });
+    // npm leaves the hidden lockfile untouched when nothing changed; mark it current so an edited
+    // but equivalent package.json does not trigger an install on every run.
+    const hidden = path.join(dir, 'node_modules', '.package-lock.json');
+    if (exists(hidden)) {
+      const now = new Date();
+      fs.utimesSync(hidden, now, now);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Debian packages
+
+function missingSystemPackages(mode) {
+  return SYSTEM_PACKAGES.filter((row) => row.modes.includes(mode) && !row.probe());
+}
+
+function describe(rows) {
+  return rows.map((row) => `${row.what} (${row.why})`).join(', ');
+}
+
+function packagesOf(rows) {
+  return [...new Set(rows.flatMap((row) => row.packages))];
+}
+
+function ensureSystemPackages(mode) {
+  if (process.env.IMGAPI_SKIP_SYSTEM_PACKAGES === '1') return;
+  let missing = missingSystemPackages(mode);
+  if (missing.length === 0) return;
+
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const hasApt = hasCommand('apt-get');
+  if (!hasApt) {
+    note(`missing ${describe(missing)}; no apt-get here: install the equivalents of ` +
+      `${packagesOf(missing).join(' ')} by hand. Continuing: /readyz reports what is unavailable.`);
+    return;
+  }
+  if (!isRoot) {
+    note(`missing ${describe(missing)}. Install with:`);
+    process.stderr.write(`  sudo apt-get install -y --no-install-recommends ${packagesOf(missing).join(' ')}\n`);
+    note('continuing without them: /readyz reports what is unavailable.');
+    return;
+  }
+
+  withLock(SYSTEM_LOCK, 'installing system packages', () => {
+    missing = missingSystemPackages(mode); // another setup may have installed them meanwhile
+    if (missing.length === 0) return;
+    const pkgs = packagesOf(missing);
+    note(`installing ${pkgs.join(' ')} with apt-get for ${describe(missing)}`);
+    const hint = ' (set IMGAPI_SKIP_SYSTEM_PACKAGES=1 to skip this step)';
+    const env = { DEBIAN_FRONTEND: 'noninteractive' };
+    try {
+      run('apt-get', ['update', '-q'], { what: 'apt-get update', env });
+      run('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...pkgs], { what: 'apt-get install', env });
+    } catch (err) {
+      if (err instanceof SetupError) fail(err.message + hint);
+      throw err;
+    }
+    const still = missingSystemPackages(mode);
+    if (still.length > 0) {
+      note(`installed, but still missing ${describe(still)}: check the package table in scripts/setup.mjs`);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Build
+
+function buildServer() {
+  const mainJs = path.join(ROOT, 'dist', 'src', 'main.js');
+  const inputsNewest = () =>
+    Math.max(
+      newestMtime(path.join(ROOT, 'src'), (name) => name.endsWith('.ts')),
+      mtime(path.join(ROOT, 'tsconfig.json')) ?? -Infinity,
+    );
+  const stale = () => {
+    const built = mtime(mainJs);
+    return built === undefined || inputsNewest() > built;
+  };
+  if (!stale()) return;
+
+  withLock(REPO_LOCK, 'building', () => {
+    if (!stale()) return;
+    const tsc = path.join(ROOT, 'node_modules', '.bin', 'tsc');
+    if (!exists(tsc)) fail(`TypeScript compiler not found at ${path.relative(ROOT, tsc)}: run \`npm install\``);
+    note('building the server (tsc -p tsconfig.json)');
+    try {
+      run(tsc, ['-p', 'tsconfig.json'], { what: 'TypeScript build' });
+    } catch (err) {
+      // tsc still emits on type errors; make sure the next run rebuilds instead of trusting it.
+      if (exists(mainJs)) fs.utimesSync(mainJs, new Date(0), new Date(0));
+      throw err;
+    }
+    if (!exists(mainJs)) {
+      note(`tsc succeeded but did not produce ${path.relative(ROOT, mainJs)} (is there a src/main.ts?)`);
+    }
+  });
+}
+
+/** Builds a sub-project with its own package.json (e.g. web/) when its dist is older than its sources. */
+function buildSubproject(name) {
+  const dir = path.join(ROOT, name);
+  if (!exists(path.join(dir, 'package.json'))) return;
+  ensureNpmDeps(dir);
+
+  const dist = path.join(dir, 'dist');
+  const stale = () => {
+    const built = newestMtime(dist);
+    if (built === -Infinity) return true;
+    const topLevelFiles = fs
+      .readdirSync(dir, { withFileTypes: true })
+      .filter((e) => e.isFile() && e.name !== 'package-lock.json')
+      .map((e) => mtime(path.join(dir, e.name)) ?? -Infinity);
+    const sources = Math.max(
+      newestMtime(path.join(dir, 'src')),
+      newestMtime(path.join(dir, 'public')),
+      ...topLevelFiles,
+    );
+    return sources > built;
+  };
+  if (!stale()) return;
+
+  withLock(REPO_LOCK, `building ${name}/`, () => {
+    if (!stale()) return;
+    note(`building ${name}/ (npm --prefix ${name} run build)`);
+    run('npm', ['--prefix', name, 'run', 'build'], { what: `build of ${name}/` });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function parseMode(argv) {
+  const usage = 'usage: node scripts/setup.mjs [--test | --bench | --build-only]';
+  if (argv.length > 1) fail(usage);
+  if (argv.length === 0) return 'start';
+  if (argv[0] === '--test') return 'test';
+  if (argv[0] === '--bench') return 'bench';
+  if (argv[0] === '--build-only') return 'build-only';
+  if (argv[0] === '--help' || argv[0] === '-h') {
+    process.stdout.write(`${usage}\n`);
+    process.exit(0);
+  }
+  fail(`unknown argument ${argv[0]}; ${usage}`);
+}
+
+try {
+  const mode = parseMode(process.argv.slice(2));
+  ensureNpmDeps(ROOT);
+  if (mode !== 'build-only') ensureSystemPackages(mode);
+  buildServer();
+  buildSubproject('web');
+} catch (err) {
+  if (!(err instanceof SetupError)) throw err;
+  process.stderr.write(`setup: ERROR: ${err.message}\n`);
+  process.exit(1);
+}

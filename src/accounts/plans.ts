@@ -1,0 +1,110 @@
+// The plan table of the contract, with the operator's PLANS_FILE merged over the defaults.
+// A change to the file takes effect at the next start.
+import fs from 'node:fs';
+import { ConfigError } from '../config.js';
+
+export const PLAN_NAMES = ['free', 'pro', 'max'] as const;
+export type PlanName = (typeof PLAN_NAMES)[number];
+
+export interface PlanLimits {
+  apiAccess: boolean;
+  monthlyTasks: number;
+  dailyBatchFiles: number;
+  batchSize: number;
+  storageBytes: number;
+  retentionSeconds: number;
+  priority: number;
+  maxFileBytes: number;
+  maxPixels: number;
+  maxFrames: number;
+  requestsPerSecond: number;
+  maxQueuedTasks: number;
+}
+
+const GiB = 1024 ** 3;
+const MiB = 1024 ** 2;
+
+export const DEFAULT_PLANS: Record<PlanName, PlanLimits> = {
+  free: {
+    apiAccess: false,
+    monthlyTasks: 100,
+    dailyBatchFiles: 0,
+    batchSize: 0,
+    storageBytes: 1 * GiB,
+    retentionSeconds: 3600,
+    priority: 0,
+    maxFileBytes: 20 * MiB,
+    maxPixels: 50_000_000,
+    maxFrames: 100,
+    requestsPerSecond: 5,
+    maxQueuedTasks: 20,
+  },
+  pro: {
+    apiAccess: true,
+    monthlyTasks: 10_000,
+    dailyBatchFiles: 1000,
+    batchSize: 50,
+    storageBytes: 10 * GiB,
+    retentionSeconds: 86_400,
+    priority: 10,
+    maxFileBytes: 100 * MiB,
+    maxPixels: 100_000_000,
+    maxFrames: 500,
+    requestsPerSecond: 20,
+    maxQueuedTasks: 2000,
+  },
+  max: {
+    apiAccess: true,
+    monthlyTasks: 100_000,
+    dailyBatchFiles: 10_000,
+    batchSize: 200,
+    storageBytes: 100 * GiB,
+    retentionSeconds: 604_800,
+    priority: 20,
+    maxFileBytes: 500 * MiB,
+    maxPixels: 268_402_689,
+    maxFrames: 1000,
+    requestsPerSecond: 100,
+    maxQueuedTasks: 10_000,
+  },
+};
+
+export type PlanTable = Record<PlanName, PlanLimits>;
+
+export const isPlanName = (value: string): value is PlanName => (PLAN_NAMES as readonly string[]).includes(value);
+
+export function loadPlans(plansFile: string | undefined): PlanTable {
+  const table: PlanTable = structuredClone(DEFAULT_PLANS);
+  if (!plansFile) return table;
+  let overrides: unknown;
+  try {
+    overrides = JSON.parse(fs.readFileSync(plansFile, 'utf8'));
+  } catch (err) {
+    throw new ConfigError([`PLANS_FILE "${plansFile}" is not readable JSON (${(err as Error).message})`]);
+  }
+  const problems: string[] = [];
+  if (typeof overrides !== 'object' || overrides === null || Array.isArray(overrides)) {
+    throw new ConfigError([`PLANS_FILE "${plansFile}" must hold a JSON object keyed by plan name`]);
+  }
+  for (const [plan, limits] of Object.entries(overrides)) {
+    if (!isPlanName(plan)) {
+      problems.push(`PLANS_FILE: unknown plan "${plan}" (plans are ${PLAN_NAMES.join(', ')})`);
+      continue;
+    }
+    if (typeof limits !== 'object' || limits === null) {
+      problems.push(`PLANS_FILE: "${plan}" must be an object of limits`);
+      continue;
+    }
+    for (const [key, value] of Object.entries(limits as Record<string, unknown>)) {
+      if (!(key in table[plan])) {
+        problems.push(`PLANS_FILE: unknown limit "${plan}.${key}"`);
+      } else if (key === 'apiAccess' ? typeof value !== 'boolean' : !(typeof value === 'number' && Number.isFinite(value) && value >= 0)) {
+        problems.push(`PLANS_FILE: "${plan}.${key}" must be ${key === 'apiAccess' ? 'true or false' : 'a number ≥ 0'}`);
+      } else {
+        (table[plan] as unknown as Record<string, unknown>)[key] = value;
+      }
+    }
+  }
+  if (problems.length) throw new ConfigError(problems);
+  return table;
+}

@@ -1,0 +1,164 @@
+// Quotas charged inside the transaction that queues the work. Each charge is one conditional
+// UPDATE (`used + n <= limit`), so parallel requests at the edge admit exactly what is left.
+import { sql } from 'kysely';
+import { dayKey, iso, monthKey, nextDayStart, nextMonthStart } from '../clock.js';
+import type { Database, Tx } from '../db/database.js';
+import { AppError } from '../errors.js';
+import type { PlanLimits } from './plans.js';
+
+export const periods = {
+  monthlyTasks: (now: number) => `tasks:${monthKey(now)}`,
+  dailyBatchFiles: (now: number) => `batch:${dayKey(now)}`,
+  /** Tasks per day, for the usage chart; never limited. */
+  dailyTasks: (now: number) => `tasks-day:${dayKey(now)}`,
+};
+
+async function increment(tx: Tx, accountId: string, period: string, amount: number, limit: number): Promise<boolean> {
+  await tx
+    .insertInto('usage_counters')
+    .values({ account_id: accountId, period, used: 0 })
+    .onConflict((oc) => oc.columns(['account_id', 'period']).doNothing())
+    .execute();
+  const result = await tx
+    .updateTable('usage_counters')
+    .set({ used: sql`used + ${amount}` })
+    .where('account_id', '=', accountId)
+    .where('period', '=', period)
+    .where(sql<boolean>`used + ${amount} <= ${limit}`)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+async function counterValue(db: Tx | Database['db'], accountId: string, period: string): Promise<number> {
+  const row = await db
+    .selectFrom('usage_counters')
+    .select('used')
+    .where('account_id', '=', accountId)
+    .where('period', '=', period)
+    .executeTakeFirst();
+  return Number(row?.used ?? 0);
+}
+
+/**
+ * Serialises one account's admissions on PostgreSQL (SQLite has a single writer already),
+ * so counts read inside the transaction stay true until it commits.
+ */
+export async function lockAccount(database: Database, tx: Tx, accountId: string): Promise<void> {
+  if (database.dialect === 'postgres') {
+    await tx.selectFrom('accounts').select('id').where('id', '=', accountId).forUpdate().execute();
+  }
+}
+
+export async function chargeTasks(tx: Tx, accountId: string, limits: PlanLimits, count: number, now: number): Promise<void> {
+  const period = periods.monthlyTasks(now);
+  if (!(await increment(tx, accountId, period, count, limits.monthlyTasks))) {
+    const used = await counterValue(tx, accountId, period);
+    throw new AppError('MONTHLY_QUOTA_EXCEEDED', `This request needs ${count} task(s); ${Math.max(0, limits.monthlyTasks - used)} of the monthly quota remain`, {
+      limit: limits.monthlyTasks,
+      used,
+      requested: count,
+      resetsAt: iso(nextMonthStart(now)),
+    });
+  }
+  await increment(tx, accountId, periods.dailyTasks(now), count, Number.MAX_SAFE_INTEGER);
+}
+
+export async function chargeBatchFiles(tx: Tx, accountId: string, limits: PlanLimits, count: number, now: number): Promise<void> {
+  const period = periods.dailyBatchFiles(now);
+  if (!(await increment(tx, accountId, period, count, limits.dailyBatchFiles))) {
+    const used = await counterValue(tx, accountId, period);
+    throw new AppError('DAILY_BATCH_QUOTA_EXCEEDED', `This batch has ${count} file(s); ${Math.max(0, limits.dailyBatchFiles - used)} of today's batch quota remain`, {
+      limit: limits.dailyBatchFiles,
+      used,
+      requested: count,
+      resetsAt: iso(nextDayStart(now)),
+    });
+  }
+}
+
+export async function checkQueuedTasks(tx: Tx, accountId: string, limits: PlanLimits, adding: number): Promise<void> {
+  const row = await tx
+    .selectFrom('tasks')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('account_id', '=', accountId)
+    .where('status', 'in', ['queued', 'processing'])
+    .executeTakeFirstOrThrow();
+  const active = Number(row.n);
+  if (active + adding > limits.maxQueuedTasks) {
+    throw new AppError('TOO_MANY_QUEUED_TASKS', `${active} task(s) are queued or running; the plan allows ${limits.maxQueuedTasks} at once`, {
+      limit: limits.maxQueuedTasks,
+      used: active,
+      requested: adding,
+      resetsAt: null,
+    });
+  }
+}
+
+/** Gives back a task's charge (it failed through no fault of its input). */
+export async function refundTask(tx: Tx, accountId: string, createdAt: number): Promise<void> {
+  await tx
+    .updateTable('usage_counters')
+    .set({ used: sql`used - 1` })
+    .where('account_id', '=', accountId)
+    .where('period', '=', periods.monthlyTasks(createdAt))
+    .where('used', '>', 0)
+    .execute();
+}
+
+/** Reserves `bytes` of the account's storage, or refuses with STORAGE_LIMIT_EXCEEDED. */
+export async function chargeStorage(tx: Tx, accountId: string, limits: PlanLimits, bytes: number): Promise<void> {
+  const result = await tx
+    .updateTable('accounts')
+    .set({ storage_used: sql`storage_used + ${bytes}` })
+    .where('id', '=', accountId)
+    .where(sql<boolean>`storage_used + ${bytes} <= ${limits.storageBytes}`)
+    .executeTakeFirst();
+  if (Number(result.numUpdatedRows) !== 1) {
+    const row = await tx.selectFrom('accounts').select('storage_used').where('id', '=', accountId).executeTakeFirst();
+    throw new AppError('STORAGE_LIMIT_EXCEEDED', `Storing ${bytes} more bytes would pass the plan's storage limit`, {
+      limit: limits.storageBytes,
+      used: Number(row?.storage_used ?? 0),
+      requested: bytes,
+      resetsAt: null,
+    });
+  }
+}
+
+/** Adds bytes without a limit check (task outputs: the work was already admitted). */
+export async function addStorage(tx: Tx, accountId: string, bytes: number): Promise<void> {
+  await tx.updateTable('accounts').set({ storage_used: sql`storage_used + ${bytes}` }).where('id', '=', accountId).execute();
+}
+
+export async function releaseStorage(tx: Tx, accountId: string, bytes: number): Promise<void> {
+  await tx
+    .updateTable('accounts')
+    .set({ storage_used: sql`CASE WHEN storage_used >= ${bytes} THEN storage_used - ${bytes} ELSE 0 END` })
+    .where('id', '=', accountId)
+    .execute();
+}
+
+export async function readUsage(database: Database, accountId: string, limits: PlanLimits, now: number) {
+  const [monthly, batch, account] = await Promise.all([
+    counterValue(database.db, accountId, periods.monthlyTasks(now)),
+    counterValue(database.db, accountId, periods.dailyBatchFiles(now)),
+    database.db.selectFrom('accounts').select('storage_used').where('id', '=', accountId).executeTakeFirst(),
+  ]);
+  return {
+    monthlyTasks: { used: monthly, limit: limits.monthlyTasks, resetsAt: iso(nextMonthStart(now)) },
+    dailyBatchFiles: { used: batch, limit: limits.dailyBatchFiles, resetsAt: iso(nextDayStart(now)) },
+    storageBytes: { used: Number(account?.storage_used ?? 0), limit: limits.storageBytes },
+  };
+}
+
+export async function dailyTaskCounts(database: Database, accountId: string, days: number, now: number) {
+  const keys: string[] = [];
+  for (let i = days - 1; i >= 0; i--) keys.push(dayKey(now - i * 86_400_000));
+  const rows = await database.db
+    .selectFrom('usage_counters')
+    .select(['period', 'used'])
+    .where('account_id', '=', accountId)
+    .where('period', 'in', keys.map((k) => `tasks-day:${k}`))
+    .execute();
+  const byPeriod = new Map(rows.map((r) => [r.period, Number(r.used)]));
+  return keys.map((date) => ({ date, tasks: byPeriod.get(`tasks-day:${date}`) ?? 0 }));
+}

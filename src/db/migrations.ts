@@ -1,0 +1,132 @@
+// Numbered, portable migrations (one set for SQLite and PostgreSQL). Never edit one after it
+// has landed: add the next number instead.
+import { type Kysely, type Migration } from 'kysely';
+
+const ms = 'bigint' as const;
+
+export const migrations: Record<string, Migration> = {
+  '0001_initial': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('accounts')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('email', 'text', (c) => c.notNull().unique())
+        .addColumn('password_hash', 'text')
+        .addColumn('plan', 'text', (c) => c.notNull())
+        .addColumn('is_admin', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('storage_used', ms, (c) => c.notNull().defaultTo(0))
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .execute();
+
+      await db.schema
+        .createTable('api_keys')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('prefix', 'text', (c) => c.notNull())
+        .addColumn('key_hash', 'text', (c) => c.notNull().unique())
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .addColumn('last_used_at', ms)
+        .addColumn('revoked_at', ms)
+        .execute();
+      await db.schema.createIndex('api_keys_account').on('api_keys').column('account_id').execute();
+
+      await db.schema
+        .createTable('files')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('origin', 'text', (c) => c.notNull())
+        .addColumn('storage_key', 'text', (c) => c.notNull())
+        .addColumn('filename', 'text', (c) => c.notNull())
+        .addColumn('mime_type', 'text', (c) => c.notNull())
+        .addColumn('format', 'text', (c) => c.notNull())
+        .addColumn('size', ms, (c) => c.notNull())
+        .addColumn('width', 'integer')
+        .addColumn('height', 'integer')
+        .addColumn('pages', 'integer')
+        .addColumn('etag', 'text', (c) => c.notNull())
+        .addColumn('task_id', 'text')
+        .addColumn('output_index', 'integer')
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .addColumn('expires_at', ms, (c) => c.notNull())
+        .addColumn('deleted_at', ms)
+        .execute();
+      await db.schema.createIndex('files_account_created').on('files').columns(['account_id', 'created_at']).execute();
+      await db.schema.createIndex('files_expires').on('files').columns(['deleted_at', 'expires_at']).execute();
+      // One output row per task and slot: a task that runs twice cannot leave two outputs.
+      await db.schema.createIndex('files_task_output').on('files').columns(['task_id', 'output_index']).unique().execute();
+
+      await db.schema
+        .createTable('batches')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('size', 'integer', (c) => c.notNull())
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .execute();
+
+      await db.schema
+        .createTable('tasks')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('batch_id', 'text')
+        .addColumn('batch_index', 'integer')
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('priority', 'integer', (c) => c.notNull())
+        .addColumn('input', 'text', (c) => c.notNull())
+        .addColumn('options', 'text', (c) => c.notNull())
+        .addColumn('output_file_id', 'text')
+        .addColumn('output_file_ids', 'text')
+        .addColumn('result', 'text')
+        .addColumn('error_code', 'text')
+        .addColumn('error_message', 'text')
+        .addColumn('progress', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('max_attempts', 'integer', (c) => c.notNull())
+        .addColumn('charged', 'integer', (c) => c.notNull().defaultTo(1))
+        .addColumn('run_at', ms, (c) => c.notNull())
+        .addColumn('lease_owner', 'text')
+        .addColumn('lease_expires_at', ms)
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .addColumn('started_at', ms)
+        .addColumn('completed_at', ms)
+        .execute();
+      // Shaped for the claim query: runnable tasks by priority, then age.
+      await db.schema.createIndex('tasks_claim').on('tasks').columns(['status', 'priority', 'run_at']).execute();
+      await db.schema.createIndex('tasks_lease').on('tasks').columns(['status', 'lease_expires_at']).execute();
+      await db.schema.createIndex('tasks_account_created').on('tasks').columns(['account_id', 'created_at']).execute();
+      await db.schema.createIndex('tasks_batch').on('tasks').column('batch_id').execute();
+
+      // Which files each task reads: retention and deletes keep inputs of unfinished tasks.
+      await db.schema
+        .createTable('task_inputs')
+        .addColumn('task_id', 'text', (c) => c.notNull())
+        .addColumn('file_id', 'text', (c) => c.notNull())
+        .addColumn('position', 'integer', (c) => c.notNull())
+        .addPrimaryKeyConstraint('task_inputs_pk', ['task_id', 'position'])
+        .execute();
+      await db.schema.createIndex('task_inputs_file').on('task_inputs').column('file_id').execute();
+
+      await db.schema
+        .createTable('usage_counters')
+        .addColumn('account_id', 'text', (c) => c.notNull())
+        .addColumn('period', 'text', (c) => c.notNull())
+        .addColumn('used', ms, (c) => c.notNull())
+        .addPrimaryKeyConstraint('usage_counters_pk', ['account_id', 'period'])
+        .execute();
+
+      await db.schema
+        .createTable('idempotency_keys')
+        .addColumn('account_id', 'text', (c) => c.notNull())
+        .addColumn('key', 'text', (c) => c.notNull())
+        .addColumn('fingerprint', 'text', (c) => c.notNull())
+        .addColumn('status_code', 'integer', (c) => c.notNull())
+        .addColumn('response', 'text', (c) => c.notNull())
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .addPrimaryKeyConstraint('idempotency_keys_pk', ['account_id', 'key'])
+        .execute();
+      await db.schema.createIndex('idempotency_keys_created').on('idempotency_keys').column('created_at').execute();
+    },
+  },
+};

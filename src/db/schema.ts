@@ -1,0 +1,114 @@
+// Row types of the tables, as Kysely sees them. Times are integer milliseconds since the
+// epoch (portable across SQLite and PostgreSQL, compared with the application's clock).
+// JSON columns are text, parsed by the code that owns them.
+import type { Generated } from 'kysely';
+
+export interface AccountsTable {
+  id: string;
+  email: string;
+  password_hash: string | null;
+  plan: string;
+  is_admin: number;
+  storage_used: Generated<number>;
+  created_at: number;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  account_id: string;
+  name: string;
+  prefix: string;
+  key_hash: string;
+  created_at: number;
+  last_used_at: number | null;
+  revoked_at: number | null;
+}
+
+export interface FilesTable {
+  id: string;
+  account_id: string;
+  origin: 'upload' | 'output';
+  storage_key: string;
+  filename: string;
+  mime_type: string;
+  format: string;
+  size: number;
+  width: number | null;
+  height: number | null;
+  pages: number | null;
+  etag: string;
+  task_id: string | null;
+  output_index: number | null;
+  created_at: number;
+  expires_at: number;
+  deleted_at: number | null;
+}
+
+export type TaskStatus = 'queued' | 'processing' | 'completed' | 'failed' | 'canceled';
+
+export interface TasksTable {
+  id: string;
+  account_id: string;
+  batch_id: string | null;
+  batch_index: number | null;
+  type: string;
+  status: TaskStatus;
+  priority: number;
+  input: string;
+  options: string;
+  output_file_id: string | null;
+  output_file_ids: string | null;
+  result: string | null;
+  error_code: string | null;
+  error_message: string | null;
+  progress: number;
+  attempts: number;
+  max_attempts: number;
+  charged: number;
+  run_at: number;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+  created_at: number;
+  started_at: number | null;
+  completed_at: number | null;
+}
+
+export interface TaskInputsTable {
+  task_id: string;
+  file_id: string;
+  position: number;
+}
+
+export interface BatchesTable {
+  id: string;
+  account_id: string;
+  type: string;
+  size: number;
+  created_at: number;
+}
+
+export interface UsageCountersTable {
+  account_id: string;
+  period: string;
+  used: number;
+}
+
+export interface IdempotencyKeysTable {
+  account_id: string;
+  key: string;
+  fingerprint: string;
+  status_code: number;
+  response: string;
+  created_at: number;
+}
+
+export interface DB {
+  accounts: AccountsTable;
+  api_keys: ApiKeysTable;
+  files: FilesTable;
+  tasks: TasksTable;
+  task_inputs: TaskInputsTable;
+  batches: BatchesTable;
+  usage_counters: UsageCountersTable;
+  idempotency_keys: IdempotencyKeysTable;
+}

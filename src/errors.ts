@@ -1,0 +1,80 @@
+// One error type and one closed set of codes, each mapped to its HTTP status.
+// Clients get the code and a safe message; internal detail goes to the log.
+
+export const ERROR_STATUS = {
+  VALIDATION_ERROR: 400,
+  BATCH_TOO_LARGE: 400,
+  UPLOAD_SIZE_MISMATCH: 400,
+  API_KEY_MISSING: 401,
+  API_KEY_INVALID: 401,
+  PLAN_NO_API_ACCESS: 403,
+  STORAGE_LIMIT_EXCEEDED: 403,
+  UPLOAD_URL_EXPIRED: 403,
+  UPLOAD_SIGNATURE_INVALID: 403,
+  NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  IDEMPOTENCY_KEY_REUSED: 409,
+  IDEMPOTENCY_KEY_IN_USE: 409,
+  INPUT_NOT_SUPPORTED: 409,
+  TASK_NOT_CANCELABLE: 409,
+  FILE_IN_USE: 409,
+  UPLOAD_NOT_RECEIVED: 409,
+  FILE_EXPIRED: 410,
+  UPLOAD_EXPIRED: 410,
+  FILE_TOO_LARGE: 413,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  PREVIEW_UNAVAILABLE: 415,
+  RANGE_NOT_SATISFIABLE: 416,
+  RATE_LIMITED: 429,
+  MONTHLY_QUOTA_EXCEEDED: 429,
+  DAILY_BATCH_QUOTA_EXCEEDED: 429,
+  TOO_MANY_QUEUED_TASKS: 429,
+  INTERNAL_ERROR: 500,
+  SERVICE_UNAVAILABLE: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export class AppError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: Record<string, unknown>,
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+    this.name = 'AppError';
+    this.status = ERROR_STATUS[code];
+  }
+}
+
+export const notFound = (what = 'Resource'): AppError => new AppError('NOT_FOUND', `${what} not found`);
+
+/** Codes a failed task can carry. `transient` faults are retried with backoff. */
+export const TASK_ERROR_CODES = [
+  'INVALID_IMAGE',
+  'UNSUPPORTED_FORMAT',
+  'IMAGE_TOO_LARGE',
+  'TARGET_SIZE_UNREACHABLE',
+  'PROCESSING_TIMEOUT',
+  'CONVERSION_FAILED',
+  'CONVERSION_TIMEOUT',
+  'DOCUMENT_ENCRYPTED',
+  'INPUT_MISSING',
+  'INTERNAL_ERROR',
+] as const;
+export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
+
+/** Thrown by an operation: the task fails with this code (an input fault, not retried). */
+export class TaskError extends Error {
+  constructor(
+    readonly code: TaskErrorCode,
+    message: string,
+    readonly transient = false,
+  ) {
+    super(message);
+    this.name = 'TaskError';
+  }
+}

@@ -1,0 +1,160 @@
+// Uploads: streamed to storage while a meter counts bytes (the plan's size limit holds while
+// streaming), hashes them, and sniffs the type from the first bytes — refusing an unknown type
+// before the rest of the body is stored.
+import crypto from 'node:crypto';
+import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import sharp from 'sharp';
+import type { Clock } from '../clock.js';
+import type { Tx } from '../db/database.js';
+import { AppError } from '../errors.js';
+import { newId } from '../ids.js';
+import type { PlanLimits } from '../accounts/plans.js';
+import { chargeStorage } from '../accounts/quota.js';
+import { sniff, SNIFF_HEAD_BYTES, type Sniffed } from '../imaging/sniff.js';
+import { FILE_EXTENSIONS } from '../imaging/formats.js';
+import { uploadKey, type ObjectStorage } from '../storage/storage.js';
+import { fileToApi, type FileRecord } from './files.js';
+
+/** Bytes kept in memory to read the header (JPEG metadata can push the frame header far in). */
+const PROBE_BYTES = 1024 * 1024;
+
+export class UploadMeter extends Transform {
+  size = 0;
+  sniffed: Sniffed | undefined;
+  private readonly hash = crypto.createHash('sha256');
+  private readonly headChunks: Buffer[] = [];
+  private headLength = 0;
+
+  constructor(private readonly maxBytes: number) {
+    super();
+  }
+
+  get head(): Buffer {
+    return Buffer.concat(this.headChunks);
+  }
+
+  get sha256(): string {
+    return this.hash.copy().digest('hex');
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.size += chunk.length;
+    if (this.size > this.maxBytes) {
+      callback(new AppError('FILE_TOO_LARGE', `The file is larger than the plan's limit of ${this.maxBytes} bytes`, { limit: this.maxBytes }));
+      return;
+    }
+    if (this.headLength < PROBE_BYTES) {
+      const part = chunk.subarray(0, PROBE_BYTES - this.headLength);
+      this.headChunks.push(part);
+      this.headLength += part.length;
+    }
+    this.hash.update(chunk);
+    // Refuse an unknown type as soon as enough bytes arrived, not after storing everything.
+    if (!this.sniffed && this.headLength >= SNIFF_HEAD_BYTES) {
+      const error = this.identify();
+      if (error) return callback(error);
+    }
+    callback(null, chunk);
+  }
+
+  override _flush(callback: TransformCallback): void {
+    if (this.size === 0) return callback(new AppError('VALIDATION_ERROR', 'The file is empty', { fields: [{ field: 'file', message: 'is empty' }] }));
+    callback(this.sniffed ? null : this.identify());
+  }
+
+  private identify(): AppError | null {
+    const result = sniff(this.head);
+    if (result && !('refused' in result)) {
+      this.sniffed = result;
+      return null;
+    }
+    const reason = result ? result.reason : 'The file is not an image or presentation this service reads';
+    return new AppError('UNSUPPORTED_MEDIA_TYPE', reason, {
+      accepted: ['jpeg', 'png', 'webp', 'gif', 'avif', 'heic', 'tiff', 'bmp', 'svg'],
+    });
+  }
+}
+
+/** A name safe to store and echo: no path, no control characters, bounded length. */
+export function safeFilename(name: string | undefined, format: string): string {
+  const base = (name ?? '').split(/[\\/]/).pop()!.replace(/[\u0000-\u001f\u007f"]/g, '').trim().slice(0, 200);
+  return base || `upload.${FILE_EXTENSIONS[format] ?? format}`;
+}
+
+/** Dimensions from the header alone (orientation applied); undefined where it cannot tell. */
+async function probeHeader(head: Buffer): Promise<{ width?: number; height?: number; pages?: number }> {
+  try {
+    const meta = await sharp(head, { limitInputPixels: false }).metadata();
+    const frameHeight = meta.pageHeight ?? meta.height;
+    const swap = (meta.orientation ?? 1) >= 5;
+    return {
+      width: swap ? frameHeight : meta.width,
+      height: swap ? meta.width : frameHeight,
+      pages: meta.pages && meta.pages > 1 ? meta.pages : undefined,
+    };
+  } catch {
+    return {};
+  }
+}
+
+export interface StoredUpload {
+  fileId: string;
+  key: string;
+  size: number;
+  sha256: string;
+  sniffed: Sniffed;
+  filename: string;
+  header: { width?: number; height?: number; pages?: number };
+}
+
+/** Streams the body into storage under a fresh id. Nothing is left behind when it fails. */
+export async function storeUpload(storage: ObjectStorage, body: Readable, filename: string | undefined, limits: PlanLimits): Promise<StoredUpload> {
+  const fileId = newId('file');
+  const key = uploadKey(fileId);
+  const meter = new UploadMeter(limits.maxFileBytes);
+  body.on('error', (err) => meter.destroy(err));
+  try {
+    await storage.put(key, body.pipe(meter));
+  } catch (err) {
+    await storage.delete(key).catch(() => {});
+    // The multipart parser truncates a part past its limit; the meter's own error says why.
+    throw err;
+  }
+  const sniffed = meter.sniffed!;
+  return {
+    fileId,
+    key,
+    size: meter.size,
+    sha256: meter.sha256,
+    sniffed,
+    filename: safeFilename(filename, sniffed.format),
+    header: await probeHeader(meter.head),
+  };
+}
+
+/** Records an upload and charges its bytes to the account's storage, in the caller's transaction. */
+export async function recordUpload(tx: Tx, clock: Clock, accountId: string, limits: PlanLimits, upload: StoredUpload) {
+  await chargeStorage(tx, accountId, limits, upload.size);
+  const now = clock.now();
+  const row: FileRecord = {
+    id: upload.fileId,
+    account_id: accountId,
+    origin: 'upload',
+    storage_key: upload.key,
+    filename: upload.filename,
+    mime_type: upload.sniffed.mimeType,
+    format: upload.sniffed.format,
+    size: upload.size,
+    width: upload.header.width ?? null,
+    height: upload.header.height ?? null,
+    pages: upload.header.pages ?? null,
+    etag: upload.sha256.slice(0, 32),
+    task_id: null,
+    output_index: null,
+    created_at: now,
+    expires_at: now + limits.retentionSeconds * 1000,
+    deleted_at: null,
+  };
+  await tx.insertInto('files').values(row).execute();
+  return fileToApi(row);
+}

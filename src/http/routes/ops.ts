@@ -1,0 +1,64 @@
+// Operations endpoints: liveness, readiness (database, storage, converters), Prometheus metrics.
+import { spawnSync } from 'node:child_process';
+import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
+import type { Services } from '../../services.js';
+
+interface Check {
+  ok: boolean;
+  required: boolean;
+  detail?: string;
+}
+
+/** Whether an external command is on PATH (checked once per process; installs need a restart). */
+const commandCache = new Map<string, boolean>();
+export function hasCommand(command: string): boolean {
+  if (!commandCache.has(command)) {
+    commandCache.set(command, spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0);
+  }
+  return commandCache.get(command)!;
+}
+
+export function opsRoutes(app: FastifyInstance, services: Services): void {
+  app.get('/healthz', { schema: { tags: ['Operations'], summary: 'Liveness', response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } } }, async () => ({
+    status: 'ok',
+  }));
+
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        tags: ['Operations'],
+        summary: 'Readiness',
+        description: '503 only when the database or storage is unreachable; a missing converter is reported, not fatal.',
+        response: { 200: { type: 'object', additionalProperties: true }, 503: { type: 'object', additionalProperties: true } },
+      },
+    },
+    async (_request, reply) => {
+      const checks: Record<string, Check> = {
+        database: await probe(async () => {
+          await sql`select 1`.execute(services.database.db);
+        }, true),
+        storage: await probe(() => services.storage.check(), true),
+        libreoffice: { ok: hasCommand('soffice'), required: false, ...(hasCommand('soffice') ? {} : { detail: 'soffice not found: presentation-to-images is unavailable' }) },
+        poppler: { ok: hasCommand('pdftoppm'), required: false, ...(hasCommand('pdftoppm') ? {} : { detail: 'pdftoppm not found: PDF previews are unavailable' }) },
+      };
+      const ready = Object.values(checks).every((c) => c.ok || !c.required);
+      return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', checks });
+    },
+  );
+
+  app.get('/metrics', { schema: { tags: ['Operations'], summary: 'Prometheus metrics', hide: false } }, async (_request, reply) => {
+    const { registry } = services.metrics;
+    return reply.type(registry.contentType).send(await registry.metrics());
+  });
+}
+
+async function probe(fn: () => Promise<void>, required: boolean): Promise<Check> {
+  try {
+    await fn();
+    return { ok: true, required };
+  } catch (err) {
+    return { ok: false, required, detail: (err as Error).message };
+  }
+}

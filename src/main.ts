@@ -1,0 +1,176 @@
+#!/usr/bin/env node
+// The command line: serve (API and workers), worker, migrate, and the operator's account and
+// key commands. Configuration errors end with a message naming the variable, not a stack trace.
+import { parseArgs } from 'node:util';
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig } from './config.js';
+import { createServices, type Services } from './services.js';
+import { WorkerPool } from './worker/worker.js';
+import { checkPlan, createAccount, createApiKey, findAccountByEmail, listApiKeys, revokeApiKey, setPlan } from './accounts/accounts.js';
+import { AppError } from './errors.js';
+import { iso } from './clock.js';
+
+const USAGE = `Usage: imgapi <command> [options]
+
+  serve [--role all|api]          HTTP API with in-process workers (default role: all)
+  worker                          workers only, no HTTP
+  migrate                         bring the database schema up to date and exit
+
+  users create --email E --plan free|pro|max [--admin] [--password P]
+  users set-plan --email E --plan free|pro|max
+  keys create --email E --name N  prints the new API key alone on stdout
+  keys list --email E
+  keys revoke --email E --id KEY_ID
+
+Environment: PORT, HOST, PUBLIC_URL, DATA_DIR, DATABASE_URL, PLANS_FILE, WORKER_CONCURRENCY,
+TASK_TIMEOUT_SECONDS, TASK_LEASE_SECONDS, QUEUE_POLL_MS, LOG_LEVEL (see README.md).`;
+
+class UsageError extends Error {}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, sub, ...rest] = argv;
+  switch (command) {
+    case 'serve':
+      return serve(parseArgs({ args: [sub, ...rest].filter((a): a is string => a !== undefined), options: { role: { type: 'string', default: 'all' } } }).values.role!);
+    case 'worker':
+      return serve('worker');
+    case 'migrate': {
+      const services = await createServices(loadConfig());
+      await services.close();
+      console.error('migrations are up to date');
+      return 0;
+    }
+    case 'users':
+    case 'keys':
+      return admin(command, sub, rest);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      console.log(USAGE);
+      return 0;
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+async function serve(role: string): Promise<number> {
+  if (!['all', 'api', 'worker'].includes(role)) throw new UsageError(`--role must be all or api, got "${role}"`);
+  const config = loadConfig();
+  const services = await createServices(config);
+  const workers = new WorkerPool(services, role === 'api' ? 0 : config.workerConcurrency);
+  const app = role === 'worker' ? undefined : await buildApp(services);
+  if (app) {
+    await app.listen({ port: config.port, host: config.host });
+    services.logger.info({ url: config.publicUrl, role, workers: workers.concurrency, database: config.database.dialect }, 'imgapi is serving');
+  } else {
+    services.logger.info({ role, workers: workers.concurrency, database: config.database.dialect }, 'imgapi worker started');
+  }
+  workers.start();
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      services.logger.info({ signal }, 'shutting down: no new work, finishing running tasks');
+      resolve();
+    };
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+  });
+  await shutdown(services, workers, app);
+  return 0;
+}
+
+async function shutdown(services: Services, workers: WorkerPool, app: Awaited<ReturnType<typeof buildApp>> | undefined) {
+  const force = setTimeout(() => process.exit(1), 30_000).unref();
+  await app?.close();
+  await workers.stop(20_000);
+  await services.close();
+  clearTimeout(force);
+}
+
+async function admin(group: string, command: string | undefined, args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      email: { type: 'string' },
+      plan: { type: 'string' },
+      admin: { type: 'boolean', default: false },
+      password: { type: 'string' },
+      name: { type: 'string' },
+      id: { type: 'string' },
+    },
+  });
+  const need = (name: keyof typeof values): string => {
+    const value = values[name];
+    if (typeof value !== 'string' || !value) throw new UsageError(`${group} ${command} needs --${name}`);
+    return value;
+  };
+  const services = await createServices(loadConfig(), {});
+  try {
+    const { database, clock } = services;
+    const account = async () => {
+      const found = await findAccountByEmail(database, need('email'));
+      if (!found) throw new UsageError(`no account for ${values.email}`);
+      return found;
+    };
+    const action = `${group} ${command ?? ''}`.trim();
+    switch (action) {
+      case 'users create': {
+        const created = await createAccount(database, clock, {
+          email: need('email'),
+          plan: checkPlan(need('plan')),
+          admin: values.admin,
+          password: values.password,
+        });
+        console.error(`created ${created.plan} account ${created.email} (${created.id})${created.is_admin ? ', admin' : ''}`);
+        return 0;
+      }
+      case 'users set-plan': {
+        const found = await account();
+        const plan = checkPlan(need('plan'));
+        await setPlan(database, found.id, plan);
+        console.error(`${found.email}: plan ${found.plan} → ${plan}`);
+        return 0;
+      }
+      case 'keys create': {
+        const created = await createApiKey(database, clock, (await account()).id, need('name'));
+        // The key alone on stdout, so `KEY=$(imgapi keys create …)` works.
+        process.stdout.write(`${created.key}\n`);
+        console.error(`created key ${created.prefix}… (${created.id}); it is shown only once`);
+        return 0;
+      }
+      case 'keys list': {
+        for (const key of await listApiKeys(database, (await account()).id)) {
+          const state = key.revoked_at ? `revoked ${iso(key.revoked_at)}` : `last used ${key.last_used_at ? iso(key.last_used_at) : 'never'}`;
+          console.log(`${key.id}\t${key.prefix}…\t${key.name}\tcreated ${iso(key.created_at)}\t${state}`);
+        }
+        return 0;
+      }
+      case 'keys revoke': {
+        const revoked = await revokeApiKey(database, clock, (await account()).id, need('id'));
+        if (!revoked) throw new UsageError(`no active key ${values.id} for ${values.email}`);
+        console.error(`revoked ${values.id}`);
+        return 0;
+      }
+      default:
+        throw new UsageError(`unknown command "${action}"`);
+    }
+  } finally {
+    await services.close();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err) => {
+    if (err instanceof ConfigError) {
+      console.error(`imgapi: ${err.message}`);
+      process.exit(78);
+    }
+    if (err instanceof UsageError || err instanceof AppError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      console.error(`imgapi: ${(err as Error).message}\n\n${USAGE}`);
+      process.exit(64);
+    }
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -7,7 +7,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { newId } from './ids.js';
 import type { Services } from './services.js';
 import { apiKeyAuth } from './http/auth.js';
-import { registerErrorHandling } from './http/errors.js';
+import { frameworkErrors, registerErrorHandling } from './http/errors.js';
 import { registerValidation } from './http/validation.js';
 import { accountRoutes } from './http/routes/account.js';
 import { fileRoutes } from './http/routes/files.js';
@@ -27,6 +27,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     loggerInstance: services.logger as FastifyBaseLogger,
     genReqId: () => newId('req'),
     requestIdHeader: false,
+    frameworkErrors,
     bodyLimit: 1024 * 1024,
     ajv: { customOptions: { removeAdditional: false } },
   });

@@ -61,7 +61,15 @@ async function serve(role: string): Promise<number> {
   const workers = new WorkerPool(services, role === 'api' ? 0 : config.workerConcurrency);
   const app = role === 'worker' ? undefined : await buildApp(services);
   if (app) {
-    await app.listen({ port: config.port, host: config.host });
+    try {
+      await app.listen({ port: config.port, host: config.host });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (!['EADDRINUSE', 'EACCES', 'EADDRNOTAVAIL', 'ENOTFOUND', 'EAI_AGAIN'].includes(code ?? '')) throw err;
+      await app.close().catch(() => {});
+      await services.close();
+      throw new ConfigError([`PORT/HOST: cannot listen on ${config.host}:${config.port} (${code})`]);
+    }
     services.logger.info({ url: config.publicUrl, role, workers: workers.concurrency, database: config.database.dialect }, 'imgapi is serving');
   } else {
     services.logger.info({ role, workers: workers.concurrency, database: config.database.dialect }, 'imgapi worker started');

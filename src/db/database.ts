@@ -28,9 +28,9 @@ export interface Database {
 
 export async function openDatabase(config: DatabaseConfig, options: { poolSize?: number } = {}): Promise<Database> {
   if (config.dialect === 'sqlite') {
-    fs.mkdirSync(path.dirname(config.file), { recursive: true });
     let handle: Sqlite.Database;
     try {
+      fs.mkdirSync(path.dirname(config.file), { recursive: true });
       handle = new Sqlite(config.file, { timeout: 10_000 });
     } catch (err) {
       throw new ConfigError([`DATABASE_URL: cannot open SQLite file "${config.file}" (${(err as Error).message})`]);

@@ -43,9 +43,16 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: A
 }
 
 /** Fastify's and its plugins' own 4xx errors, translated into the contract's codes. */
-function fromFrameworkError(error: FastifyError): AppError | undefined {
+function fromFrameworkError(error: FastifyError, request: FastifyRequest): AppError | undefined {
   const code = error.code ?? '';
   const status = error.statusCode ?? 500;
+  // A body that is not multipart on the upload route is a missing `file` part, not an unreadable image.
+  const consumes = (request.routeOptions.schema as { consumes?: string[] } | undefined)?.consumes;
+  if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' && consumes?.includes('multipart/form-data')) {
+    return new AppError('VALIDATION_ERROR', 'Send the file as multipart/form-data with one part named "file"', {
+      fields: [{ field: 'file', message: 'is required' }],
+    });
+  }
   const table: Record<string, [ErrorCode, string]> = {
     FST_ERR_CTP_INVALID_MEDIA_TYPE: ['UNSUPPORTED_MEDIA_TYPE', 'This endpoint takes application/json'],
     FST_ERR_CTP_EMPTY_JSON_BODY: ['VALIDATION_ERROR', 'The JSON body is empty'],
@@ -68,6 +75,16 @@ function fromFrameworkError(error: FastifyError): AppError | undefined {
   return undefined;
 }
 
+/**
+ * Errors Fastify answers before routing (a malformed URL, a path parameter past maxParamLength):
+ * no hook runs for them, so the request id header is set here. Passed as `frameworkErrors`.
+ */
+export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', request.id);
+  const message = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'A path parameter is too long' : 'The URL is malformed';
+  void sendError(request, reply, new AppError('VALIDATION_ERROR', message));
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof AppError) return sendError(request, reply, error);
@@ -76,7 +93,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
       const message = fields.map((f) => `${f.field}: ${f.message}`).join('; ');
       return sendError(request, reply, new AppError('VALIDATION_ERROR', message, { fields }));
     }
-    const translated = fromFrameworkError(error);
+    const translated = fromFrameworkError(error, request);
     if (translated) return sendError(request, reply, translated);
     request.log.error({ err: error }, 'unhandled error');
     return sendError(request, reply, new AppError('INTERNAL_ERROR', 'An internal error occurred; quote the request id when reporting it'));

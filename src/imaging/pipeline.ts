@@ -1,8 +1,10 @@
-// The fixed image pipeline: inspect → open → orient → the kind's own steps → colour → alpha →
+// The fixed image pipeline: inspect → open → orient → the kind's own step → colour → alpha →
 // encode. Each job kind supplies only its own step; the order, the limits and the encoders
 // live here once. The deadline is checked between steps and handed to libvips.
+import fs from 'node:fs';
 import sharp, { type Sharp, type Metadata } from 'sharp';
 import { TaskError } from '../errors.js';
+import { decodeRaw, RAW_DECODED_FORMATS, readHeader } from './decoders.js';
 import {
   ALPHA_OUTPUTS,
   ANIMATED_OUTPUTS,
@@ -14,6 +16,9 @@ import {
 // Let the worker pool, not libvips' cache, decide how much memory is in use.
 sharp.cache(false);
 
+/** Resize and upscale outputs are capped at this many pixels per side. */
+export const MAX_OUTPUT_SIDE = 16_384;
+
 export interface ImageLimits {
   maxPixels: number;
   maxFrames: number;
@@ -22,20 +27,33 @@ export interface ImageLimits {
 /** What the header says about the source, before any pixel is decoded. */
 export interface SourceInfo {
   format: string;
-  /** Displayed size: EXIF/HEIF orientation applied. */
+  /** Displayed size of one frame: EXIF/HEIF orientation applied. */
   width: number;
   height: number;
   frames: number;
   hasAlpha: boolean;
+  delay?: number[];
+  loop?: number;
+}
+
+export interface Size {
+  width: number;
+  height: number;
 }
 
 export interface EncodeOptions {
   format: OutputFormat;
   quality?: number;
   lossless?: boolean;
-  /** Compress favours small files (palette PNG); convert favours fidelity. */
+  /** Compress favours small files (palette PNG); other kinds favour fidelity. */
   favourSize?: boolean;
+  /** Frame timing for animations assembled frame by frame. */
+  delay?: number[];
+  loop?: number;
 }
+
+/** A kind's own step. `frame` is set when an animation is processed one frame at a time. */
+export type Transform = (image: Sharp, source: SourceInfo) => Sharp | Promise<Sharp>;
 
 export interface ImageJob {
   inputPath: string;
@@ -49,8 +67,17 @@ export interface ImageJob {
   favourSize?: boolean;
   /** Colour used where alpha must be flattened (JPEG output). */
   background?: string;
-  /** The kind's own steps, applied after orientation. */
-  transform?: (image: Sharp, source: SourceInfo) => Sharp;
+  /** The kind's own step, applied after orientation. */
+  transform?: Transform;
+  /**
+   * Steps libvips cannot apply to a whole animation (rotation, vertical flip, overlays) run
+   * on each frame, and the frames are joined again.
+   */
+  perFrame?: boolean;
+  /** The output size the options decide, checked against the limits before decoding. */
+  outputSize?: (source: SourceInfo) => Size | undefined;
+  /** Whether the output's sides are capped at MAX_OUTPUT_SIDE (resize and upscale). */
+  capOutputSide?: boolean;
   /** Aim for a file of at most this many bytes by searching the encoder's quality. */
   targetSize?: number;
   signal?: AbortSignal;
@@ -64,69 +91,129 @@ export interface EncodedImage {
   frames: number;
 }
 
+const ANIMATED_INPUTS = new Set(['gif', 'webp']);
+
+/** Reads the header and enforces the plan's pixel and frame limits before any decoding. */
 export async function inspect(inputPath: string, inputFormat: string, limits: ImageLimits): Promise<SourceInfo> {
-  let meta: Metadata;
-  try {
-    meta = await sharp(inputPath, { limitInputPixels: false }).metadata();
-  } catch (err) {
-    throw asTaskError(err);
+  let info: SourceInfo;
+  if (RAW_DECODED_FORMATS.has(inputFormat)) {
+    const header = await readHeader(await fs.promises.readFile(inputPath), inputFormat as 'heic' | 'bmp');
+    info = { format: inputFormat, width: header.width, height: header.height, frames: 1, hasAlpha: header.hasAlpha };
+  } else {
+    let meta: Metadata;
+    try {
+      meta = await sharp(inputPath, { limitInputPixels: false }).metadata();
+    } catch (err) {
+      throw asTaskError(err);
+    }
+    const frameWidth = meta.width ?? 0;
+    const frameHeight = meta.pageHeight ?? meta.height ?? 0;
+    if (!frameWidth || !frameHeight) throw new TaskError('INVALID_IMAGE', 'The image header has no dimensions');
+    const swap = (meta.orientation ?? 1) >= 5;
+    info = {
+      format: inputFormat,
+      width: swap ? frameHeight : frameWidth,
+      height: swap ? frameWidth : frameHeight,
+      // Only GIF and WebP animations are animations; TIFF pages and HEIF items are not.
+      frames: ANIMATED_INPUTS.has(inputFormat) ? (meta.pages ?? 1) : 1,
+      hasAlpha: meta.hasAlpha ?? false,
+      delay: meta.delay,
+      loop: meta.loop,
+    };
   }
-  const frames = meta.pages ?? 1;
-  const frameWidth = meta.width ?? 0;
-  const frameHeight = meta.pageHeight ?? meta.height ?? 0;
-  if (!frameWidth || !frameHeight) throw new TaskError('INVALID_IMAGE', 'The image header has no dimensions');
-  if (frameWidth * frameHeight > limits.maxPixels) {
-    throw new TaskError(
-      'IMAGE_TOO_LARGE',
-      `The image is ${frameWidth}×${frameHeight} (${frameWidth * frameHeight} pixels per frame); the plan allows ${limits.maxPixels}`,
-    );
+  checkPixels(info, limits, 'The image');
+  if (info.frames > limits.maxFrames) {
+    throw new TaskError('IMAGE_TOO_LARGE', `The animation has ${info.frames} frames; the plan allows ${limits.maxFrames}`);
   }
-  if (frames > limits.maxFrames && ANIMATED_INPUTS.has(inputFormat)) {
-    throw new TaskError('IMAGE_TOO_LARGE', `The animation has ${frames} frames; the plan allows ${limits.maxFrames}`);
-  }
-  const swap = (meta.orientation ?? 1) >= 5;
-  return {
-    format: inputFormat,
-    width: swap ? frameHeight : frameWidth,
-    height: swap ? frameWidth : frameHeight,
-    frames,
-    hasAlpha: meta.hasAlpha ?? false,
-  };
+  return info;
 }
 
-const ANIMATED_INPUTS = new Set(['gif', 'webp']);
+/** The computed output against the plan's pixel limit and, for resize and upscale, the side cap. */
+export function checkOutputSize(size: Size, limits: ImageLimits, capSide: boolean): void {
+  if (capSide && (size.width > MAX_OUTPUT_SIDE || size.height > MAX_OUTPUT_SIDE)) {
+    throw new TaskError('IMAGE_TOO_LARGE', `The output would be ${size.width}×${size.height}; outputs are capped at ${MAX_OUTPUT_SIDE} px per side`);
+  }
+  checkPixels(size, limits, 'The output');
+}
+
+export function checkPixels(size: Size, limits: ImageLimits, what: string): void {
+  if (size.width * size.height > limits.maxPixels) {
+    throw new TaskError(
+      'IMAGE_TOO_LARGE',
+      `${what} is ${size.width}×${size.height} (${size.width * size.height} pixels per frame); the plan allows ${limits.maxPixels}`,
+    );
+  }
+}
 
 export async function runImageJob(job: ImageJob): Promise<EncodedImage> {
   checkDeadline(job);
   const source = await inspect(job.inputPath, job.inputFormat, job.limits);
+  const planned = job.outputSize?.(source);
+  if (planned) checkOutputSize(planned, job.limits, job.capOutputSide ?? false);
   const format = job.format ?? defaultOutputFormat(job.inputFormat, source.hasAlpha);
-  const animated = source.frames > 1 && ANIMATED_INPUTS.has(job.inputFormat) && ANIMATED_OUTPUTS.has(format);
+  const animated = source.frames > 1 && ANIMATED_OUTPUTS.has(format);
   if (job.lossless && !LOSSLESS_CAPABLE.has(format)) {
     throw new TaskError('UNSUPPORTED_FORMAT', `${format} output cannot be lossless`);
   }
 
-  const build = (): Sharp => {
-    let image = sharp(job.inputPath, {
-      // Limits were checked per frame from the header; libvips' own check counts all frames.
-      limitInputPixels: false,
-      animated,
-      failOn: 'error',
-    }).autoOrient();
-    if (job.transform) image = job.transform(image, source);
+  const open = await openUpright(job.inputPath, job.inputFormat, job.limits.maxPixels, animated);
+  const finish = (image: Sharp): Sharp => {
     if (job.keepMetadata) image = image.keepMetadata();
     else image = image.toColourspace('srgb');
-    if (source.hasAlpha && !ALPHA_OUTPUTS.has(format)) image = image.flatten({ background: job.background ?? '#ffffff' });
+    if (!ALPHA_OUTPUTS.has(format)) image = image.flatten({ background: job.background ?? '#ffffff' });
     return image.timeout({ seconds: Math.max(1, Math.ceil((job.deadline - Date.now()) / 1000)) });
   };
 
+  let frames: Buffer[] | undefined;
+  if (animated && job.perFrame && job.transform) {
+    // Each frame through the kind's step once; the joined animation is re-encoded as needed.
+    frames = [];
+    for (let page = 0; page < source.frames; page++) {
+      checkDeadline(job);
+      const frame = await job.transform(open(page), source);
+      frames.push(await frame.png({ compressionLevel: 0 }).toBuffer().catch((err) => Promise.reject(asTaskError(err))));
+    }
+  }
+  const build = async (): Promise<Sharp> => {
+    if (frames) return finish(sharp(frames, { join: { animated: true } }));
+    const image = open(animated ? -1 : 0);
+    return finish(job.transform ? await job.transform(image, source) : image);
+  };
+
   checkDeadline(job);
-  const encodeOptions: EncodeOptions = { format, quality: job.quality, lossless: job.lossless, favourSize: job.favourSize };
+  const encodeOptions: EncodeOptions = {
+    format,
+    quality: job.quality,
+    lossless: job.lossless,
+    favourSize: job.favourSize,
+    ...(animated ? { delay: source.delay, loop: source.loop } : {}),
+  };
   const result =
     job.targetSize === undefined
-      ? await encode(build(), encodeOptions)
+      ? await encode(await build(), encodeOptions)
       : await searchQualityForSize(build, encodeOptions, job.targetSize, () => checkDeadline(job));
   checkDeadline(job);
   return result;
+}
+
+/**
+ * How to open a source as an upright sharp image: `page` -1 for the whole animation, else one
+ * frame. HEIC and BMP are decoded to raw pixels first (sharp's libvips cannot read them); SVG
+ * is read from memory, so it cannot reach files next to it.
+ */
+export async function openUpright(inputPath: string, inputFormat: string, maxPixels: number, animated = false): Promise<(page: number) => Sharp> {
+  if (RAW_DECODED_FORMATS.has(inputFormat)) {
+    const raw = await decodeRaw(await fs.promises.readFile(inputPath), inputFormat as 'heic' | 'bmp', maxPixels);
+    return () => sharp(raw.data, { raw: { width: raw.width, height: raw.height, channels: raw.channels } });
+  }
+  const input = inputFormat === 'svg' ? await fs.promises.readFile(inputPath) : inputPath;
+  return (page) =>
+    sharp(input, {
+      // Limits were checked per frame from the header; libvips' own check counts all frames.
+      limitInputPixels: false,
+      failOn: 'error',
+      ...(page === -1 ? { animated } : { page }),
+    }).autoOrient();
 }
 
 async function encode(image: Sharp, options: EncodeOptions): Promise<EncodedImage> {
@@ -141,7 +228,8 @@ async function encode(image: Sharp, options: EncodeOptions): Promise<EncodedImag
 }
 
 /** Per-format encoder settings: mozjpeg, palette PNG when favouring size, effort for WebP/AVIF. */
-export function applyEncoder(image: Sharp, { format, quality, lossless, favourSize }: EncodeOptions): Sharp {
+export function applyEncoder(image: Sharp, { format, quality, lossless, favourSize, delay, loop }: EncodeOptions): Sharp {
+  const timing = { ...(delay ? { delay } : {}), ...(loop !== undefined ? { loop } : {}) };
   switch (format) {
     case 'jpeg':
       return image.jpeg({ quality: quality ?? 80, mozjpeg: true });
@@ -149,13 +237,13 @@ export function applyEncoder(image: Sharp, { format, quality, lossless, favourSi
       if (lossless || (quality === undefined && !favourSize)) return image.png({ compressionLevel: 9, adaptiveFiltering: true });
       return image.png({ palette: true, quality: quality ?? 80, compressionLevel: 9, effort: 7 });
     case 'webp':
-      return lossless ? image.webp({ lossless: true, effort: 4 }) : image.webp({ quality: quality ?? 80, effort: 4 });
+      return lossless ? image.webp({ lossless: true, effort: 4, ...timing }) : image.webp({ quality: quality ?? 80, effort: 4, ...timing });
     case 'avif':
       return lossless ? image.avif({ lossless: true, effort: 4 }) : image.avif({ quality: quality ?? 50, effort: 4 });
     case 'gif': {
       // GIF has no quality knob; the colour count plays that part.
       const colours = quality === undefined || lossless ? 256 : Math.max(2, Math.round((256 * quality) / 100));
-      return image.gif({ colours, effort: 7 });
+      return image.gif({ colours, effort: 7, ...timing });
     }
     case 'tiff':
       if (lossless || quality === undefined) return image.tiff({ compression: 'deflate', predictor: 'horizontal' });
@@ -165,10 +253,10 @@ export function applyEncoder(image: Sharp, { format, quality, lossless, favourSi
 
 /**
  * Binary search for the highest quality whose output fits `targetSize` bytes. Each probe
- * re-runs the pipeline from the source (a fresh libvips pipeline cannot be encoded twice).
+ * re-runs the pipeline from the source (a libvips pipeline is encoded once).
  */
 async function searchQualityForSize(
-  build: () => Sharp,
+  build: () => Promise<Sharp>,
   options: EncodeOptions,
   targetSize: number,
   onStep: () => void,
@@ -181,7 +269,7 @@ async function searchQualityForSize(
   while (low <= high) {
     onStep();
     const quality = Math.floor((low + high) / 2);
-    const candidate = await encode(build(), { ...options, quality, favourSize: true });
+    const candidate = await encode(await build(), { ...options, quality, favourSize: true });
     smallest = Math.min(smallest, candidate.data.length);
     if (candidate.data.length <= targetSize) {
       best = candidate;
@@ -211,9 +299,9 @@ export function asTaskError(err: unknown): Error {
   if (e?.code && /^E[A-Z]+$/.test(e.code)) return e; // a system fault (disk, memory): retried
   const message = String(e?.message ?? err);
   if (/timeout/i.test(message)) return new TaskError('PROCESSING_TIMEOUT', 'The task ran past its time limit');
-  if (/pixel limit/i.test(message)) return new TaskError('IMAGE_TOO_LARGE', 'The image exceeds the plan\'s pixel limit');
+  if (/pixel limit/i.test(message)) return new TaskError('IMAGE_TOO_LARGE', "The image exceeds the plan's pixel limit");
   if (/unsupported image format|compression format has not been built/i.test(message)) {
-    return new TaskError('UNSUPPORTED_FORMAT', 'This image\'s encoding is not supported');
+    return new TaskError('UNSUPPORTED_FORMAT', "This image's encoding is not supported");
   }
   return new TaskError('INVALID_IMAGE', `The image could not be decoded: ${firstLine(message)}`);
 }

@@ -48,7 +48,7 @@ export const compress: Operation<CompressOptions> = {
     return errors;
   },
   run(ctx) {
-    return runSingleImage(ctx, {
+    return runSingleImage(compress, ctx, {
       lossless: ctx.options.lossless,
       keepMetadata: ctx.options.keepMetadata,
       targetSize: ctx.options.targetSize,

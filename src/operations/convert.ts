@@ -20,6 +20,6 @@ export const convert: Operation<ConvertOptions> = {
     required: ['format'],
   },
   run(ctx) {
-    return runSingleImage(ctx, {});
+    return runSingleImage(convert, ctx, {});
   },
 };

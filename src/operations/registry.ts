@@ -1,9 +1,15 @@
 // The one list of job kinds. A kind exists in the API exactly when it is listed here.
 import { compress } from './compress.js';
 import { convert } from './convert.js';
+import { crop } from './crop.js';
+import { flip } from './flip.js';
+import { resize } from './resize.js';
+import { rotate } from './rotate.js';
 import type { Operation } from './types.js';
+import { upscale } from './upscale.js';
+import { watermark } from './watermark.js';
 
-export const OPERATIONS: readonly Operation<any>[] = [compress, convert];
+export const OPERATIONS: readonly Operation<any>[] = [compress, resize, crop, convert, rotate, flip, watermark, upscale];
 
 const byKind = new Map(OPERATIONS.map((op) => [op.kind, op]));
 

@@ -63,7 +63,19 @@ export interface Operation<O = Record<string, unknown>> {
   batch: boolean;
   /** Options besides fileId/fileIds. */
   options: { properties: Record<string, JsonSchema>; required?: string[] };
-  /** Checks that need more than one field or the input files. */
+  /**
+   * Checks that need more than one field or the input files. Called first with `inputs` empty
+   * (before the files are looked up, so a bad option outranks a missing file), then with them.
+   */
   check?(options: O, inputs: FileRecord[], limits: PlanLimits): FieldError[];
+  /** Further files the options name (a watermark's logo): checked like inputs, read by the task. */
+  extraInputs?(options: O): string[];
+  /** Output sides are capped at MAX_OUTPUT_SIDE (resize and upscale). */
+  capsOutputSide?: boolean;
+  /**
+   * The output size (one frame) the options decide for an input of `source` size, so the
+   * pixel limit is checked when the task is queued and again before decoding.
+   */
+  outputSize?(options: O, source: { width: number; height: number }): { width: number; height: number } | undefined;
   run(ctx: OperationContext<O>): Promise<OperationResult>;
 }

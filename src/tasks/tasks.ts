@@ -3,7 +3,8 @@ import type { Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
 import type { TasksTable } from '../db/schema.js';
-import { AppError, notFound } from '../errors.js';
+import { AppError, TaskError, notFound } from '../errors.js';
+import { checkOutputSize, checkPixels } from '../imaging/pipeline.js';
 import { newId } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
 import { chargeBatchFiles, chargeTasks, checkQueuedTasks, lockAccount } from '../accounts/quota.js';
@@ -53,6 +54,9 @@ async function resolveInputs(
   options: Record<string, unknown>,
   now: number,
 ): Promise<FileRecord[]> {
+  // Rules between options come first: validation outranks not found (API.md's order of errors).
+  const optionErrors = op.check?.(options, [], submitter.limits) ?? [];
+  if (optionErrors.length) throw new AppError('VALIDATION_ERROR', optionErrors.map((e) => `${e.field}: ${e.message}`).join('; '), { fields: optionErrors });
   const files: FileRecord[] = [];
   for (const fileId of fileIds) files.push(await getLiveFile(tx, submitter.accountId, fileId, now));
   for (const file of files) {
@@ -62,8 +66,38 @@ async function resolveInputs(
   }
   const errors = op.check?.(options, files, submitter.limits) ?? [];
   if (errors.length) throw new AppError('VALIDATION_ERROR', errors.map((e) => `${e.field}: ${e.message}`).join('; '), { fields: errors });
+  // Files the options name (a watermark's logo) must be the caller's live images too.
+  for (const fileId of op.extraInputs?.(options) ?? []) {
+    const file = await getLiveFile(tx, submitter.accountId, fileId, now);
+    if (!acceptsFormat('image', file.format)) {
+      throw new AppError('INPUT_NOT_SUPPORTED', `${file.format} files cannot be used here`, { fileId: file.id, format: file.format });
+    }
+  }
   return files;
 }
+
+/**
+ * Limits that the stored header and the options already decide: an input or a computed output
+ * past the plan's pixel limit fails the task at once, before any worker decodes a pixel.
+ */
+function failsAtOnce(op: Operation<any>, options: Record<string, unknown>, file: FileRecord, limits: PlanLimits): TaskError | undefined {
+  if (file.width === null || file.height === null) return undefined;
+  try {
+    const source = { width: file.width, height: file.height };
+    checkPixels(source, limits, 'The image');
+    if (file.pages !== null && ANIMATED_FORMATS.has(file.format) && file.pages > limits.maxFrames) {
+      throw new TaskError('IMAGE_TOO_LARGE', `The animation has ${file.pages} frames; the plan allows ${limits.maxFrames}`);
+    }
+    const planned = op.outputSize?.(options, source);
+    if (planned) checkOutputSize(planned, limits, op.capsOutputSide ?? false);
+    return undefined;
+  } catch (err) {
+    if (err instanceof TaskError) return err;
+    throw err;
+  }
+}
+
+const ANIMATED_FORMATS = new Set(['gif', 'webp']);
 
 function taskRow(
   submitter: Submitter,
@@ -72,6 +106,7 @@ function taskRow(
   options: Record<string, unknown>,
   now: number,
   batch: { id: string; index: number } | null,
+  failure?: TaskError,
 ): TaskRow {
   return {
     id: newId('task'),
@@ -79,15 +114,15 @@ function taskRow(
     batch_id: batch?.id ?? null,
     batch_index: batch?.index ?? null,
     type: op.kind,
-    status: 'queued',
+    status: failure ? 'failed' : 'queued',
     priority: submitter.limits.priority,
     input: JSON.stringify(input),
     options: JSON.stringify(options),
     output_file_id: null,
     output_file_ids: null,
     result: null,
-    error_code: null,
-    error_message: null,
+    error_code: failure?.code ?? null,
+    error_message: failure?.message ?? null,
     progress: 0,
     attempts: 0,
     max_attempts: MAX_ATTEMPTS,
@@ -97,7 +132,7 @@ function taskRow(
     lease_expires_at: null,
     created_at: now,
     started_at: null,
-    completed_at: null,
+    completed_at: failure ? now : null,
   };
 }
 
@@ -119,12 +154,13 @@ export async function submitTask(
   const now = clock.now();
   const { fileId, fileIds, ...options } = body as { fileId?: string; fileIds?: string[] } & Record<string, unknown>;
   const ids = op.multiInput ? fileIds! : [fileId!];
-  await resolveInputs(tx, op, submitter, ids, options, now);
-  const task = taskRow(submitter, op, op.multiInput ? { fileIds: ids } : { fileId: ids[0]! }, options, now, null);
+  const files = await resolveInputs(tx, op, submitter, ids, options, now);
+  const failure = op.multiInput ? undefined : failsAtOnce(op, options, files[0]!, submitter.limits);
+  const task = taskRow(submitter, op, op.multiInput ? { fileIds: ids } : { fileId: ids[0]! }, options, now, null, failure);
   await lockAccount(database, tx, submitter.accountId);
   await checkQueuedTasks(tx, submitter.accountId, submitter.limits, 1);
   await chargeTasks(tx, submitter.accountId, submitter.limits, 1, now);
-  await insertTasks(tx, [{ task, fileIds: ids }]);
+  await insertTasks(tx, [{ task, fileIds: [...ids, ...(op.extraInputs?.(options) ?? [])] }]);
   return { taskId: task.id, status: task.status, type: task.type, createdAt: iso(now) };
 }
 
@@ -145,11 +181,12 @@ export async function submitBatch(
       requested: fileIds.length,
     });
   }
-  await resolveInputs(tx, op, submitter, fileIds, options, now);
+  const files = await resolveInputs(tx, op, submitter, fileIds, options, now);
   const batchId = newId('batch');
-  const rows = fileIds.map((fileId, index) => ({
-    task: taskRow(submitter, op, { fileId }, options, now, { id: batchId, index }),
-    fileIds: [fileId],
+  const extra = op.extraInputs?.(options) ?? [];
+  const rows = files.map((file, index) => ({
+    task: taskRow(submitter, op, { fileId: file.id }, options, now, { id: batchId, index }, failsAtOnce(op, options, file, submitter.limits)),
+    fileIds: [file.id, ...extra],
   }));
   await lockAccount(database, tx, submitter.accountId);
   await checkQueuedTasks(tx, submitter.accountId, submitter.limits, rows.length);

@@ -66,23 +66,24 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
     },
   );
 
-  app.get(
-    '/download/:fileId',
-    {
-      schema: {
-        tags,
-        security,
-        summary: 'Download a file',
-        description: 'The bytes, streamed. Supports HEAD, a single `Range` (206) and `If-None-Match` (304).',
-        params: idParam('fileId', 'file'),
-        response: { 200: { description: 'The file\'s bytes', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } }, 206: { description: 'The requested range', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } }, ...errors(401, 404, 410, 416) },
-      },
+  // GET and HEAD as one route: Fastify's generated HEAD route would overwrite Content-Length with 0.
+  app.route({
+    method: ['GET', 'HEAD'],
+    url: '/download/:fileId',
+    exposeHeadRoute: false,
+    schema: {
+      tags,
+      security,
+      summary: 'Download a file',
+      description: 'The bytes, streamed. Supports HEAD, a single `Range` (206) and `If-None-Match` (304).',
+      params: idParam('fileId', 'file'),
+      response: { 200: { description: 'The file\'s bytes', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } }, 206: { description: 'The requested range', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } }, ...errors(401, 404, 410, 416) },
     },
-    async (request: FastifyRequest<{ Params: { fileId: string } }>, reply) => {
+    handler: async (request: FastifyRequest<{ Params: { fileId: string } }>, reply) => {
       const file = await getLiveFile(database.db, request.account.id, request.params.fileId, clock.now());
       return sendFile(request, reply, file);
     },
-  );
+  });
 
   async function sendFile(request: FastifyRequest, reply: FastifyReply, file: FileRecord) {
     const size = Number(file.size);

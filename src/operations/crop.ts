@@ -1,0 +1,90 @@
+import { aspectBox, parseAspectRatio } from '../imaging/geometry.js';
+import { GRAVITIES, SHARP_GRAVITY, SMART_GRAVITIES, formatOption, qualityOption, runSingleImage, type Gravity, type ImageOutputOptions } from './common.js';
+import type { FieldError, Operation } from './types.js';
+
+export interface CropOptions extends ImageOutputOptions {
+  left?: number;
+  top?: number;
+  width?: number;
+  height?: number;
+  aspectRatio?: string;
+  gravity?: Gravity | (typeof SMART_GRAVITIES)[number] | 'north' | 'south' | 'east' | 'west';
+}
+
+const RECT = ['left', 'top', 'width', 'height'] as const;
+const COMPASS: Record<string, Gravity> = { north: 'top', south: 'bottom', east: 'right', west: 'left', northeast: 'top-right', northwest: 'top-left', southeast: 'bottom-right', southwest: 'bottom-left' };
+const px = (description: string) => ({ type: 'integer', minimum: 0, maximum: 1_000_000, description });
+
+/** The rectangle a crop takes from an upright image of `source` size. */
+function cropRect(options: CropOptions, source: { width: number; height: number }) {
+  if (options.aspectRatio) return { ...aspectBox(source, options.aspectRatio), left: undefined, top: undefined };
+  return { left: options.left!, top: options.top!, width: options.width!, height: options.height! };
+}
+
+export const crop: Operation<CropOptions> = {
+  kind: 'crop',
+  summary: 'Crop an image',
+  description:
+    'Either a rectangle (`left`, `top`, `width`, `height` in pixels of the upright image) or the largest area of `aspectRatio` ("16:9") ' +
+    'placed by `gravity` — `attention` (salient features) and `entropy` (detail) are the smart crops of libvips. A rectangle outside the image is refused.',
+  accepts: 'image',
+  batch: true,
+  options: {
+    properties: {
+      left: px('Left edge, in pixels.'),
+      top: px('Top edge, in pixels.'),
+      width: { ...px('Width, in pixels.'), minimum: 1 },
+      height: { ...px('Height, in pixels.'), minimum: 1 },
+      aspectRatio: { type: 'string', pattern: '^\\d{1,5}(\\.\\d{1,4})?:\\d{1,5}(\\.\\d{1,4})?$', description: 'Width:height, e.g. "16:9".', example: '16:9' },
+      gravity: {
+        type: 'string',
+        enum: [...GRAVITIES, ...Object.keys(COMPASS), ...SMART_GRAVITIES],
+        description: 'Where the aspect-ratio crop sits. Default center.',
+      },
+      format: formatOption,
+      quality: qualityOption,
+    },
+  },
+  check(options, inputs) {
+    const errors: FieldError[] = [];
+    const rect = RECT.filter((f) => options[f] !== undefined);
+    if (options.aspectRatio !== undefined) {
+      if (rect.length) errors.push({ field: rect[0]!, message: 'give either a rectangle or aspectRatio, not both' });
+      if (!parseAspectRatio(options.aspectRatio)) errors.push({ field: 'aspectRatio', message: 'must be two positive numbers, like "16:9"' });
+    } else {
+      for (const field of RECT) if (options[field] === undefined) errors.push({ field, message: 'is required for a rectangle crop (or give aspectRatio)' });
+      if (options.gravity !== undefined) errors.push({ field: 'gravity', message: 'applies to aspectRatio crops only' });
+    }
+    if (!errors.length && options.aspectRatio === undefined) {
+      for (const file of inputs) {
+        if (file.width === null || file.height === null) continue;
+        if (options.left! + options.width! > file.width || options.top! + options.height! > file.height) {
+          errors.push({ field: 'width', message: `the rectangle reaches outside the ${file.width}×${file.height} image ${file.id}` });
+          break;
+        }
+      }
+    }
+    return errors;
+  },
+  outputSize: (options, source) => {
+    const rect = cropRect(options, source);
+    return { width: rect.width, height: rect.height };
+  },
+  run(ctx) {
+    const options = ctx.options;
+    return runSingleImage(crop, ctx, {
+      transform: (image, source) => {
+        const rect = cropRect(options, source);
+        if (rect.left === undefined) {
+          // cover at scale 1: the box of that ratio, placed by gravity (or chosen by content).
+          const gravity = options.gravity ? (COMPASS[options.gravity] ?? options.gravity) : 'center';
+          return image.resize({ width: rect.width, height: rect.height, fit: 'cover', position: (SHARP_GRAVITY as Record<string, string>)[gravity] ?? gravity });
+        }
+        // Headers can be wrong about the size: clip to the real image rather than fail.
+        const left = Math.min(rect.left, source.width - 1);
+        const top = Math.min(rect.top!, source.height - 1);
+        return image.extract({ left, top, width: Math.min(rect.width, source.width - left), height: Math.min(rect.height, source.height - top) });
+      },
+    });
+  },
+};

@@ -1,0 +1,52 @@
+import { ALPHA_OUTPUTS, defaultOutputFormat } from '../imaging/formats.js';
+import { checkColour, colourOption, formatOption, qualityOption, runSingleImage, type ImageOutputOptions } from './common.js';
+import type { Operation } from './types.js';
+
+export interface RotateOptions extends ImageOutputOptions {
+  angle: number;
+  background?: string;
+}
+
+/** The bounding box of a `width`×`height` image turned by `angle` degrees. */
+export function rotatedSize(source: { width: number; height: number }, angle: number) {
+  const radians = (((angle % 360) + 360) % 360) * (Math.PI / 180);
+  const cos = Math.abs(Math.cos(radians));
+  const sin = Math.abs(Math.sin(radians));
+  // Right angles are exact; round away float noise like 1e-16.
+  const w = source.width * cos + source.height * sin;
+  const h = source.width * sin + source.height * cos;
+  return { width: Math.round(w), height: Math.round(h) };
+}
+
+export const rotate: Operation<RotateOptions> = {
+  kind: 'rotate',
+  summary: 'Rotate an image',
+  description:
+    'Turns the upright image clockwise by `angle` degrees (any value). Right angles are lossless in geometry; other angles enlarge the canvas ' +
+    'and fill the corners with `background` (default transparent where the output format has alpha, else white).',
+  accepts: 'image',
+  batch: true,
+  options: {
+    properties: {
+      angle: { type: 'number', minimum: -3600, maximum: 3600, description: 'Degrees, clockwise.' },
+      background: colourOption('Colour of the uncovered corners.'),
+      format: formatOption,
+      quality: qualityOption,
+    },
+    required: ['angle'],
+  },
+  check: (options) => checkColour('background', options.background),
+  outputSize: (options, source) => rotatedSize(source, options.angle),
+  run(ctx) {
+    const { angle, background } = ctx.options;
+    const input = ctx.inputs[0]!.file;
+    const format = ctx.options.format ?? defaultOutputFormat(input.format, true);
+    const fill = background ?? (ALPHA_OUTPUTS.has(format) ? '#00000000' : '#ffffff');
+    return runSingleImage(rotate, ctx, {
+      background: background ?? '#ffffff',
+      // libvips rotates single images; animations are turned frame by frame.
+      perFrame: true,
+      transform: (image) => image.rotate(angle, { background: fill }),
+    });
+  },
+};

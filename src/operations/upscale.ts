@@ -1,0 +1,45 @@
+import { MAX_OUTPUT_SIDE } from '../imaging/pipeline.js';
+import { exactlyOne, formatOption, qualityOption, runSingleImage, type ImageOutputOptions } from './common.js';
+import type { Operation } from './types.js';
+
+export interface UpscaleOptions extends ImageOutputOptions {
+  factor?: 2 | 3 | 4;
+  width?: number;
+  height?: number;
+}
+
+export function upscaledSize(options: UpscaleOptions, source: { width: number; height: number }) {
+  if (options.factor) return { width: source.width * options.factor, height: source.height * options.factor };
+  const scale = options.width ? options.width / source.width : options.height! / source.height;
+  return { width: Math.max(1, Math.round(source.width * scale)), height: Math.max(1, Math.round(source.height * scale)) };
+}
+
+export const upscale: Operation<UpscaleOptions> = {
+  kind: 'upscale',
+  summary: 'Enlarge an image',
+  description:
+    'Enlarges by `factor` (2, 3 or 4) or to a `width` or `height`, keeping the aspect ratio, with Lanczos resampling and a light unsharp mask ' +
+    `to restore edge contrast. Outputs are capped at ${MAX_OUTPUT_SIDE} px per side and at the plan's pixel limit.`,
+  accepts: 'image',
+  batch: true,
+  capsOutputSide: true,
+  options: {
+    properties: {
+      factor: { type: 'integer', enum: [2, 3, 4] },
+      width: { type: 'integer', minimum: 1, maximum: MAX_OUTPUT_SIDE, description: 'Target width in pixels.' },
+      height: { type: 'integer', minimum: 1, maximum: MAX_OUTPUT_SIDE, description: 'Target height in pixels.' },
+      format: formatOption,
+      quality: qualityOption,
+    },
+  },
+  check: (options) => exactlyOne(options as Record<string, unknown>, ['factor', 'width', 'height']),
+  outputSize: upscaledSize,
+  run(ctx) {
+    return runSingleImage(upscale, ctx, {
+      transform: (image, source) => {
+        const size = upscaledSize(ctx.options, source);
+        return image.resize({ width: size.width, height: size.height, fit: 'fill', kernel: 'lanczos3' }).sharpen({ sigma: 0.6, m1: 0.5, m2: 1.5 });
+      },
+    });
+  },
+};

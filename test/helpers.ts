@@ -1,0 +1,190 @@
+// Test harness: a real HTTP server on a loopback port, on a fresh data directory and a fresh
+// database (SQLite file, or a new PostgreSQL database created for the test and dropped after).
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { buildApp } from '../src/app.js';
+import type { Clock } from '../src/clock.js';
+import { loadConfig, type Config } from '../src/config.js';
+import { createServices, type Services } from '../src/services.js';
+import { WorkerPool } from '../src/worker/worker.js';
+import { createAccount, createApiKey } from '../src/accounts/accounts.js';
+import type { PlanName } from '../src/accounts/plans.js';
+
+export const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));
+export const CORPUS = path.resolve(REPO_ROOT, '../shared/corpus');
+export const corpusFile = (relative: string): string => path.join(CORPUS, relative);
+
+export type Dialect = 'sqlite' | 'postgres';
+/** Every dialect runs the same suites; TEST_DIALECTS=sqlite narrows a local run. */
+export const DIALECTS: Dialect[] = (process.env.TEST_DIALECTS?.split(',') as Dialect[] | undefined) ?? ['sqlite', 'postgres'];
+export const POSTGRES_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+export function tempDir(prefix = 'imgapi-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/** A database URL for a fresh, empty database of the dialect, and a function that drops it. */
+export async function freshDatabase(dialect: Dialect, dataDir: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  if (dialect === 'sqlite') return { url: `sqlite:${path.join(dataDir, 'test.db')}`, drop: async () => {} };
+  const name = `imgapi_t_${crypto.randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: POSTGRES_URL });
+  await admin.connect(); // fails loudly when PostgreSQL is down: these suites never skip
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(POSTGRES_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: POSTGRES_URL });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+export interface TestServerOptions {
+  dialect?: Dialect;
+  /** PLANS_FILE contents. */
+  plans?: Record<string, Record<string, unknown>>;
+  env?: Record<string, string>;
+  clock?: Clock;
+  /** In-process workers (default 2; 0 for none). */
+  workers?: number;
+}
+
+export interface TestServer {
+  url: string;
+  config: Config;
+  services: Services;
+  app: FastifyInstance;
+  workers: WorkerPool;
+  dataDir: string;
+  databaseUrl: string;
+  /** Creates an account on `plan` and returns a fresh API key for it. */
+  newKey(plan?: PlanName): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function startServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const dataDir = tempDir();
+  const database = await freshDatabase(options.dialect ?? 'sqlite', dataDir);
+  const env: Record<string, string> = {
+    DATA_DIR: dataDir,
+    DATABASE_URL: database.url,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'silent',
+    QUEUE_POLL_MS: '200',
+    ...options.env,
+  };
+  if (options.plans) {
+    env.PLANS_FILE = path.join(dataDir, 'plans.json');
+    fs.writeFileSync(env.PLANS_FILE, JSON.stringify(options.plans));
+  }
+  const config = loadConfig(env);
+  const services = await createServices(config, { clock: options.clock, logger: pino({ level: 'silent' }) });
+  const app = await buildApp(services);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const address = app.server.address();
+  const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  const workers = new WorkerPool(services, options.workers ?? 2);
+  workers.start();
+  let accounts = 0;
+  return {
+    url,
+    config,
+    services,
+    app,
+    workers,
+    dataDir,
+    databaseUrl: database.url,
+    async newKey(plan: PlanName = 'pro') {
+      const account = await createAccount(services.database, services.clock, { email: `user${++accounts}-${crypto.randomBytes(3).toString('hex')}@example.com`, plan });
+      return (await createApiKey(services.database, services.clock, account.id, 'test')).key;
+    },
+    async close() {
+      await workers.stop(2000);
+      await app.close();
+      await services.close();
+      await database.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+// A small HTTP client for the API ---------------------------------------------------------
+
+export interface ApiResponse<T = any> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+export class Client {
+  constructor(
+    readonly baseUrl: string,
+    readonly key?: string,
+  ) {}
+
+  async request<T = any>(method: string, route: string, init: { json?: unknown; headers?: Record<string, string>; body?: BodyInit } = {}): Promise<ApiResponse<T>> {
+    const headers: Record<string, string> = { ...(this.key ? { 'x-api-key': this.key } : {}), ...init.headers };
+    let body = init.body;
+    if (init.json !== undefined) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(init.json);
+    }
+    const response = await fetch(this.baseUrl + route, { method, headers, body });
+    const type = response.headers.get('content-type') ?? '';
+    const parsed = type.includes('application/json') ? await response.json() : Buffer.from(await response.arrayBuffer());
+    return { status: response.status, headers: response.headers, body: parsed as T };
+  }
+
+  get<T = any>(route: string, headers?: Record<string, string>) {
+    return this.request<T>('GET', route, { headers });
+  }
+
+  post<T = any>(route: string, json: unknown, headers?: Record<string, string>) {
+    return this.request<T>('POST', route, { json, headers });
+  }
+
+  async upload(file: string | Buffer, filename = 'upload.bin', headers?: Record<string, string>): Promise<ApiResponse> {
+    const bytes = typeof file === 'string' ? fs.readFileSync(file) : file;
+    const form = new FormData();
+    form.append('file', new Blob([bytes]), typeof file === 'string' && filename === 'upload.bin' ? path.basename(file) : filename);
+    return this.request('POST', '/api/upload', { body: form, headers });
+  }
+
+  /** Uploads and returns the fileId, failing the test on anything but 201. */
+  async uploadOk(file: string | Buffer, filename?: string): Promise<string> {
+    const response = await this.upload(file, filename);
+    if (response.status !== 201) throw new Error(`upload failed: ${response.status} ${JSON.stringify(response.body)}`);
+    return response.body.data.fileId;
+  }
+
+  /** Polls (with long-poll) until the task finishes. */
+  async waitForTask(taskId: string, timeoutMs = 60_000): Promise<any> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const response = await this.get(`/api/tasks/${taskId}?wait=5`);
+      if (response.status !== 200) throw new Error(`task read failed: ${response.status} ${JSON.stringify(response.body)}`);
+      if (['completed', 'failed', 'canceled'].includes(response.body.data.status)) return response.body.data;
+    }
+    throw new Error(`task ${taskId} did not finish in ${timeoutMs} ms`);
+  }
+
+  async download(fileId: string): Promise<Buffer> {
+    const response = await this.get(`/api/download/${fileId}`);
+    if (response.status !== 200) throw new Error(`download failed: ${response.status}`);
+    return response.body as Buffer;
+  }
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

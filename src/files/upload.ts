@@ -81,8 +81,12 @@ export function safeFilename(name: string | undefined, format: string): string {
   return base || `upload.${FILE_EXTENSIONS[format] ?? format}`;
 }
 
-/** Dimensions from the header alone (orientation applied); undefined where it cannot tell. */
-async function probeHeader(head: Buffer): Promise<{ width?: number; height?: number; pages?: number }> {
+/**
+ * Dimensions from the header alone (orientation applied); undefined where it cannot tell.
+ * `unreadable` marks an ISO-BMFF file whose structure libheif cannot read at all (an AVIF
+ * image sequence with no still image): no job could decode it, so it is refused at upload.
+ */
+async function probeHeader(head: Buffer): Promise<{ width?: number; height?: number; pages?: number; unreadable?: boolean }> {
   try {
     const meta = await sharp(head, { limitInputPixels: false }).metadata();
     const frameHeight = meta.pageHeight ?? meta.height;
@@ -92,8 +96,8 @@ async function probeHeader(head: Buffer): Promise<{ width?: number; height?: num
       height: swap ? meta.width : frameHeight,
       pages: meta.pages && meta.pages > 1 ? meta.pages : undefined,
     };
-  } catch {
-    return {};
+  } catch (err) {
+    return /unsupported image format/i.test(String((err as Error).message)) ? { unreadable: true } : {};
   }
 }
 
@@ -121,6 +125,11 @@ export async function storeUpload(storage: ObjectStorage, body: Readable, filena
     throw err;
   }
   const sniffed = meter.sniffed!;
+  const header = await probeHeader(meter.head);
+  if (header.unreadable && sniffed.format === 'avif') {
+    await storage.delete(key);
+    throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'AVIF image sequences (animated AVIF without a still image) are not supported');
+  }
   return {
     fileId,
     key,
@@ -128,7 +137,7 @@ export async function storeUpload(storage: ObjectStorage, body: Readable, filena
     sha256: meter.sha256,
     sniffed,
     filename: safeFilename(filename, sniffed.format),
-    header: await probeHeader(meter.head),
+    header,
   };
 }
 

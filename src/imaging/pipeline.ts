@@ -118,7 +118,8 @@ export async function inspect(inputPath: string, inputFormat: string, limits: Im
       frames: ANIMATED_INPUTS.has(inputFormat) ? (meta.pages ?? 1) : 1,
       hasAlpha: meta.hasAlpha ?? false,
       delay: meta.delay,
-      loop: meta.loop,
+      // GIFs in the wild carry 65536; encoders take at most 65535.
+      loop: meta.loop === undefined ? undefined : Math.min(meta.loop, 65_535),
     };
   }
   checkPixels(info, limits, 'The image');
@@ -150,13 +151,25 @@ export async function runImageJob(job: ImageJob): Promise<EncodedImage> {
   const source = await inspect(job.inputPath, job.inputFormat, job.limits);
   const planned = job.outputSize?.(source);
   if (planned) checkOutputSize(planned, job.limits, job.capOutputSide ?? false);
-  const format = job.format ?? defaultOutputFormat(job.inputFormat, source.hasAlpha);
+  // HEIC and BMP headers only say alpha may be present; the decoded pixels say whether it is.
+  const decodedFirst = RAW_DECODED_FORMATS.has(job.inputFormat);
+  let open = decodedFirst ? await openUpright(job.inputPath, job.inputFormat, job.limits.maxPixels) : undefined;
+  const hasAlpha = open ? ((await open(0).metadata()).hasAlpha ?? source.hasAlpha) : source.hasAlpha;
+  const format = job.format ?? defaultOutputFormat(job.inputFormat, hasAlpha);
   const animated = source.frames > 1 && ANIMATED_OUTPUTS.has(format);
   if (job.lossless && !LOSSLESS_CAPABLE.has(format)) {
     throw new TaskError('UNSUPPORTED_FORMAT', `${format} output cannot be lossless`);
   }
+  open ??= await openUpright(job.inputPath, job.inputFormat, job.limits.maxPixels, animated);
+  const transform = job.transform;
+  const step = transform && (async (image: Sharp) => {
+    try {
+      return await transform(image, source);
+    } catch (err) {
+      throw asTaskError(err);
+    }
+  });
 
-  const open = await openUpright(job.inputPath, job.inputFormat, job.limits.maxPixels, animated);
   const finish = (image: Sharp): Sharp => {
     if (job.keepMetadata) image = image.keepMetadata();
     else image = image.toColourspace('srgb');
@@ -165,19 +178,19 @@ export async function runImageJob(job: ImageJob): Promise<EncodedImage> {
   };
 
   let frames: Buffer[] | undefined;
-  if (animated && job.perFrame && job.transform) {
+  if (animated && job.perFrame && step) {
     // Each frame through the kind's step once; the joined animation is re-encoded as needed.
     frames = [];
     for (let page = 0; page < source.frames; page++) {
       checkDeadline(job);
-      const frame = await job.transform(open(page), source);
+      const frame = await step!(open(page));
       frames.push(await frame.png({ compressionLevel: 0 }).toBuffer().catch((err) => Promise.reject(asTaskError(err))));
     }
   }
   const build = async (): Promise<Sharp> => {
     if (frames) return finish(sharp(frames, { join: { animated: true } }));
-    const image = open(animated ? -1 : 0);
-    return finish(job.transform ? await job.transform(image, source) : image);
+    const image = open!(animated ? -1 : 0);
+    return finish(step ? await step(image) : image);
   };
 
   checkDeadline(job);

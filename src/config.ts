@@ -19,6 +19,7 @@ export interface Config {
   taskTimeoutMs: number;
   leaseMs: number;
   pollIntervalMs: number;
+  sweepIntervalMs: number;
   logLevel: string;
 }
 
@@ -72,6 +73,7 @@ export function loadConfig(env: Env = process.env): Config {
     taskTimeoutMs: int('TASK_TIMEOUT_SECONDS', 120, 1, 86_400) * 1000,
     leaseMs: int('TASK_LEASE_SECONDS', 30, 2, 3600) * 1000,
     pollIntervalMs: int('QUEUE_POLL_MS', 2000, 10, 60_000),
+    sweepIntervalMs: int('SWEEP_INTERVAL_SECONDS', 60, 1, 86_400) * 1000,
     logLevel,
   };
   if (problems.length) throw new ConfigError(problems);

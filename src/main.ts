@@ -75,6 +75,7 @@ async function serve(role: string): Promise<number> {
     services.logger.info({ role, workers: workers.concurrency, database: config.database.dialect }, 'imgapi worker started');
   }
   workers.start();
+  services.maintenance.start();
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       services.logger.info({ signal }, 'shutting down: no new work, finishing running tasks');

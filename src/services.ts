@@ -6,6 +6,7 @@ import { systemClock, type Clock } from './clock.js';
 import { prepareDataDir, type Config } from './config.js';
 import { migrate, openDatabase, type Database } from './db/database.js';
 import { loadPlans, type PlanTable } from './accounts/plans.js';
+import { Maintenance } from './maintenance.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { QueueEvents } from './queue/events.js';
 import { TaskQueue } from './queue/queue.js';
@@ -22,6 +23,8 @@ export interface Services {
   events: QueueEvents;
   queue: TaskQueue;
   metrics: Metrics;
+  /** Periodic work (retention sweep); started by the processes that serve or work. */
+  maintenance: Maintenance;
   close(): Promise<void>;
 }
 
@@ -52,16 +55,22 @@ export async function createServices(config: Config, overrides: ServiceOverrides
   const events = new QueueEvents();
   const queue = new TaskQueue(database, clock, events);
   const storage = new LocalStorage(path.join(config.dataDir, 'objects'));
+  const logger = overrides.logger ?? createLogger(config);
+  const maintenance = new Maintenance({ database, storage, clock, logger }, config.sweepIntervalMs);
   return {
     config,
     clock,
-    logger: overrides.logger ?? createLogger(config),
+    logger,
+    maintenance,
     database,
     storage,
     plans,
     events,
     queue,
     metrics: createMetrics(() => queue.queueDepth()),
-    close: () => database.close(),
+    async close() {
+      await maintenance.stop();
+      await database.close();
+    },
   };
 }

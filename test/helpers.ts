@@ -52,7 +52,7 @@ export async function freshDatabase(dialect: Dialect, dataDir: string): Promise<
 
 export interface TestServerOptions {
   dialect?: Dialect;
-  /** PLANS_FILE contents. */
+  /** PLANS_FILE contents (requestsPerSecond defaults to 100000 for every plan). */
   plans?: Record<string, Record<string, unknown>>;
   env?: Record<string, string>;
   clock?: Clock;
@@ -85,10 +85,11 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
     QUEUE_POLL_MS: '200',
     ...options.env,
   };
-  if (options.plans) {
-    env.PLANS_FILE = path.join(dataDir, 'plans.json');
-    fs.writeFileSync(env.PLANS_FILE, JSON.stringify(options.plans));
-  }
+  // Tests send requests faster than a person would: rate limits are raised unless a test sets them.
+  const plans: Record<string, Record<string, unknown>> = {};
+  for (const plan of ['free', 'pro', 'max']) plans[plan] = { requestsPerSecond: 100_000, ...options.plans?.[plan] };
+  env.PLANS_FILE = path.join(dataDir, 'plans.json');
+  fs.writeFileSync(env.PLANS_FILE, JSON.stringify(plans));
   const config = loadConfig(env);
   const services = await createServices(config, { clock: options.clock, logger: pino({ level: 'silent' }) });
   const app = await buildApp(services);
@@ -97,6 +98,7 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
   const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
   const workers = new WorkerPool(services, options.workers ?? 2);
   workers.start();
+  services.maintenance.start();
   let accounts = 0;
   return {
     url,

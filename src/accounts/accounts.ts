@@ -126,8 +126,8 @@ export async function listApiKeys(database: Database, accountId: string) {
     .execute();
 }
 
-/** The account a key belongs to, or undefined for an unknown or revoked key. */
-export async function authenticateApiKey(database: Database, clock: Clock, key: string): Promise<Account | undefined> {
+/** The account a key belongs to (with the key's id), or undefined for an unknown or revoked key. */
+export async function authenticateApiKey(database: Database, clock: Clock, key: string): Promise<(Account & { keyId: string }) | undefined> {
   const row = await database.db
     .selectFrom('api_keys')
     .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
@@ -141,6 +141,6 @@ export async function authenticateApiKey(database: Database, clock: Clock, key: 
   if (row.last_used_at === null || now - row.last_used_at > 60_000) {
     await database.db.updateTable('api_keys').set({ last_used_at: now }).where('id', '=', row.key_id).execute();
   }
-  const { key_id: _k, last_used_at: _l, revoked_at: _r, ...account } = row;
-  return account;
+  const { key_id: keyId, last_used_at: _l, revoked_at: _r, ...account } = row;
+  return { ...account, keyId };
 }

@@ -129,4 +129,23 @@ export const migrations: Record<string, Migration> = {
       await db.schema.createIndex('idempotency_keys_created').on('idempotency_keys').column('created_at').execute();
     },
   },
+  '0002_limits': {
+    async up(db: Kysely<any>) {
+      // Fixed one-second windows per API key or session, shared by every API process.
+      await db.schema
+        .createTable('rate_limits')
+        .addColumn('subject', 'text', (c) => c.primaryKey())
+        .addColumn('window', ms, (c) => c.notNull())
+        .addColumn('count', 'integer', (c) => c.notNull())
+        .execute();
+      // Periodic work (the retention sweep) runs once per tick however many processes run.
+      await db.schema
+        .createTable('periodic_runs')
+        .addColumn('name', 'text', (c) => c.primaryKey())
+        .addColumn('last_run', ms, (c) => c.notNull())
+        .execute();
+      // Fair claiming: within a priority, the account served longest ago goes first.
+      await db.schema.alterTable('accounts').addColumn('last_served_at', ms, (c) => c.notNull().defaultTo(0)).execute();
+    },
+  },
 };

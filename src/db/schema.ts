@@ -10,6 +10,7 @@ export interface AccountsTable {
   plan: string;
   is_admin: number;
   storage_used: Generated<number>;
+  last_served_at: Generated<number>;
   created_at: number;
 }
 
@@ -102,7 +103,20 @@ export interface IdempotencyKeysTable {
   created_at: number;
 }
 
+export interface RateLimitsTable {
+  subject: string;
+  window: number;
+  count: number;
+}
+
+export interface PeriodicRunsTable {
+  name: string;
+  last_run: number;
+}
+
 export interface DB {
+  rate_limits: RateLimitsTable;
+  periodic_runs: PeriodicRunsTable;
   accounts: AccountsTable;
   api_keys: ApiKeysTable;
   files: FilesTable;

@@ -1,8 +1,9 @@
 // Authentication of /api/*: an API key in `x-api-key`. Free accounts reach the API only through
-// the dashboard, so their keys are refused with PLAN_NO_API_ACCESS.
-import type { FastifyRequest } from 'fastify';
+// the dashboard, so their keys are refused with PLAN_NO_API_ACCESS. Then the key's rate limit.
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { authenticateApiKey, type Account } from '../accounts/accounts.js';
 import { isPlanName, type PlanLimits } from '../accounts/plans.js';
+import { rateLimited, rateLimitHeaders, takeRequest } from '../accounts/rate-limit.js';
 import { AppError } from '../errors.js';
 import type { Services } from '../services.js';
 
@@ -14,7 +15,7 @@ declare module 'fastify' {
 }
 
 export function apiKeyAuth(services: Services) {
-  return async function authenticate(request: FastifyRequest): Promise<void> {
+  return async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const header = request.headers['x-api-key'];
     const key = Array.isArray(header) ? header[0] : header;
     if (!key) throw new AppError('API_KEY_MISSING', 'Send your API key in the x-api-key header');
@@ -27,5 +28,9 @@ export function apiKeyAuth(services: Services) {
     }
     request.account = account;
     request.limits = limits;
+    // Rate limit after authentication, before validation (the contract's order of errors).
+    const state = await takeRequest(services.database, `key:${account.keyId}`, limits.requestsPerSecond, services.clock.now());
+    reply.headers(rateLimitHeaders(state));
+    if (state.exceeded) throw rateLimited(state);
   };
 }

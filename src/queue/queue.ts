@@ -42,8 +42,10 @@ export class TaskQueue {
   ) {}
 
   /**
-   * Takes up to `limit` runnable tasks in one statement: highest priority first, then oldest,
-   * and marks them processing under a lease held by `workerId`.
+   * Takes up to `limit` runnable tasks in one statement and marks them processing under a lease
+   * held by `workerId`. Order: highest priority (plan) first; within a priority the account
+   * served longest ago, so one account's large batch does not hold back another's single task;
+   * then the oldest task.
    */
   async claim(workerId: string, limit: number, leaseMs: number): Promise<TaskRow[]> {
     if (limit <= 0) return [];
@@ -51,15 +53,17 @@ export class TaskQueue {
     const { db, skipLocked } = this.database;
     const runnable = db
       .selectFrom('tasks')
-      .select('id')
-      .where('status', '=', 'queued')
-      .where('run_at', '<=', now)
-      .orderBy('priority', 'desc')
-      .orderBy('run_at', 'asc')
-      .orderBy('created_at', 'asc')
+      .innerJoin('accounts', 'accounts.id', 'tasks.account_id')
+      .select('tasks.id')
+      .where('tasks.status', '=', 'queued')
+      .where('tasks.run_at', '<=', now)
+      .orderBy('tasks.priority', 'desc')
+      .orderBy('accounts.last_served_at', 'asc')
+      .orderBy('tasks.run_at', 'asc')
+      .orderBy('tasks.created_at', 'asc')
       .limit(limit)
-      .$if(skipLocked, (qb) => qb.forUpdate().skipLocked());
-    return db
+      .$if(skipLocked, (qb) => qb.forUpdate('tasks').skipLocked());
+    const claimed = await db
       .updateTable('tasks')
       .set({
         status: 'processing',
@@ -72,6 +76,9 @@ export class TaskQueue {
       .where('status', '=', 'queued')
       .returningAll()
       .execute();
+    const accounts = [...new Set(claimed.map((t) => t.account_id))];
+    if (accounts.length) await db.updateTable('accounts').set({ last_served_at: now }).where('id', 'in', accounts).execute();
+    return claimed;
   }
 
   /** Renews the lease; false when it was lost (reaped, canceled or finished elsewhere). */
@@ -166,6 +173,8 @@ export class TaskQueue {
         .where('id', '=', task.id)
         .where('lease_owner', '=', workerId)
         .where('status', '=', 'processing')
+        // Lock the row (PostgreSQL) so a cancel or reap committing meanwhile is not overwritten.
+        .$if(this.database.skipLocked, (qb) => qb.forUpdate())
         .executeTakeFirst();
       if (!current) return 'lost' as const;
       if (failure.transient && current.attempts < current.max_attempts) {

@@ -29,6 +29,8 @@ export class ConfigError extends Error {
     this.name = 'ConfigError';
   }
 }
+  /** libvips threads per image (sharp defaults to 1 on glibc Linux, leaving cores idle). */
+  imageThreads: number;
 
 type Env = Record<string, string | undefined>;
 
@@ -110,3 +112,4 @@ export function prepareDataDir(config: Config): void {
     throw new ConfigError([`DATA_DIR "${config.dataDir}" is not a writable directory (${(err as NodeJS.ErrnoException).code ?? 'error'})`]);
   }
 }
+    imageThreads: int('IMAGE_THREADS', Math.max(1, os.availableParallelism()), 1, 256),

@@ -2,6 +2,7 @@
 // (no module-level singletons), so tests can build as many independent instances as they need.
 import path from 'node:path';
 import pino, { type Logger } from 'pino';
+import sharp from 'sharp';
 import { systemClock, type Clock } from './clock.js';
 import { prepareDataDir, type Config } from './config.js';
 import { migrate, openDatabase, type Database } from './db/database.js';
@@ -43,6 +44,7 @@ export function createLogger(config: Config): Logger {
 
 export async function createServices(config: Config, overrides: ServiceOverrides = {}): Promise<Services> {
   prepareDataDir(config);
+  sharp.concurrency(config.imageThreads);
   const plans = loadPlans(config.plansFile);
   const database = await openDatabase(config.database);
   try {

@@ -126,15 +126,14 @@ export const watermark: Operation<WatermarkOptions> = {
         const meta = await sharp(overlay).metadata();
         const size = { width: meta.width!, height: meta.height! };
         const margin = options.margin ?? 16;
-        // Materialise the frame first: composite applies to the pipeline's final image.
-        const { data, info } = await image.ensureAlpha().raw().toBuffer({ resolveWithObject: true });
-        const base = sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } });
         if ((options.position ?? 'bottom-right') === 'tile') {
           const tile = await sharp(overlay).extend({ right: margin, bottom: margin, background: '#00000000' }).png().toBuffer();
-          return base.composite([{ input: tile, tile: true, gravity: 'northwest' }]);
+          return image.composite([{ input: tile, tile: true, gravity: 'northwest' }]);
         }
-        if (size.width > info.width || size.height > info.height) throw new TaskError('INVALID_IMAGE', 'The image is too small for the watermark');
-        return base.composite([{ input: overlay, ...placement(options.position ?? 'bottom-right', { width: info.width, height: info.height }, size, margin) }]);
+        // The frame is the upright source (the pipeline orients before this step).
+        const frame = { width: source.width, height: source.height };
+        if (size.width > frame.width || size.height > frame.height) throw new TaskError('INVALID_IMAGE', 'The image is too small for the watermark');
+        return image.composite([{ input: overlay, ...placement(options.position ?? 'bottom-right', frame, size, margin) }]);
       },
     });
   },

@@ -1,0 +1,132 @@
+// Linux /proc readers: resident memory and CPU time of a process, sampled from the outside so
+// the numbers belong to the process measured and not to the bench that drives it.
+import fs from 'node:fs';
+
+/** Clock ticks per second for /proc/<pid>/stat (USER_HZ; 100 on every Linux we run on). */
+const CLK_TCK = 100;
+export const MiB = 1024 * 1024;
+
+function statusField(pid: number | 'self', field: 'VmRSS' | 'VmHWM'): number | undefined {
+  try {
+    const text = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text);
+    return match ? Number(match[1]) * 1024 : undefined;
+  } catch {
+    return undefined; // gone, or not Linux
+  }
+}
+
+/** Current resident set size in bytes. */
+export const rssOf = (pid: number | 'self'): number | undefined => statusField(pid, 'VmRSS');
+/** Peak resident set size in bytes since start or since the last resetPeakRss. */
+export const peakRssOf = (pid: number | 'self'): number | undefined => statusField(pid, 'VmHWM');
+
+/** Resets VmHWM (writes 5 to clear_refs, Linux ≥ 4.0). False when that is not allowed. */
+export function resetPeakRss(pid: number | 'self'): boolean {
+  try {
+    fs.writeFileSync(`/proc/${pid}/clear_refs`, '5');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function statFields(pid: number | 'self'): string[] | undefined {
+  try {
+    const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may contain spaces and parentheses: split after its last ')'.
+    return text.slice(text.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+/** User + system CPU seconds the process has used. */
+export function cpuSecondsOf(pid: number | 'self'): number | undefined {
+  const f = statFields(pid);
+  if (!f) return undefined;
+  // After the name: state(3) … utime(14) stime(15) cutime(16) cstime(17); index = field - 3.
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+}
+
+/** CPU seconds of the children this process has waited for (exited child processes). */
+export function reapedChildrenCpuSeconds(): number {
+  const f = statFields('self');
+  return f ? (Number(f[13]) + Number(f[14])) / CLK_TCK : 0;
+}
+
+export function loadAverage(): number[] {
+  try {
+    return fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Samples the summed VmRSS of a set of processes every `intervalMs` and keeps the peak.
+ * `pids` is read at each tick, so it may change (ImageMagick children come and go).
+ */
+export class RssSampler {
+  peakTotal = 0;
+  peakSingle = 0;
+  samples = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly pids: () => Iterable<number | 'self'>,
+    private readonly intervalMs = 50,
+  ) {}
+
+  start(): this {
+    this.sample();
+    this.timer = setInterval(() => this.sample(), this.intervalMs);
+    return this;
+  }
+
+  stop(): this {
+    this.sample();
+    clearInterval(this.timer);
+    return this;
+  }
+
+  private sample(): void {
+    let total = 0;
+    for (const pid of this.pids()) {
+      const rss = rssOf(pid) ?? 0;
+      total += rss;
+      this.peakSingle = Math.max(this.peakSingle, rss);
+    }
+    this.peakTotal = Math.max(this.peakTotal, total);
+    this.samples++;
+  }
+}
+
+/** CPU seconds the whole machine spent busy (all CPUs, /proc/stat), to tell how loaded it was. */
+export function machineBusySeconds(): number {
+  try {
+    const line = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
+    const [, user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).map(Number);
+    return (user! + nice! + system! + irq! + softirq! + steal!) / CLK_TCK;
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * Measures, over a stretch of time, how many CPUs were kept busy by processes other than the
+ * ones measured (and this bench): other work on the machine, which skews wall-clock numbers.
+ */
+export class ForeignLoad {
+  private readonly busy0 = machineBusySeconds();
+  private readonly self0 = process.cpuUsage();
+  private readonly started = performance.now();
+
+  /** `measuredCpuSeconds`: what the measured processes used meanwhile. Returns busy CPUs elsewhere. */
+  stop(measuredCpuSeconds: number): number {
+    const self = process.cpuUsage(this.self0);
+    const wall = (performance.now() - this.started) / 1000;
+    const foreign = machineBusySeconds() - this.busy0 - measuredCpuSeconds - (self.user + self.system) / 1e6;
+    return Math.max(0, foreign / wall);
+  }
+}

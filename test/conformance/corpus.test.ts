@@ -1,0 +1,189 @@
+// Conformance on real-world files: every image of ../shared/corpus through upload and every
+// batch kind on a Max account (SQLite only, to keep CI short). Accepted outcomes:
+// - a decodable file of an accepted format: each output decodes with the expected format,
+//   dimensions and frame count — or the task fails IMAGE_TOO_LARGE where the file or the
+//   computed output passes the plan's pixel limit;
+// - a file outside the accepted formats (JPEG 2000, lossless JPEG) may be 415 at upload;
+// - a `reject` file: a 4xx at upload or a failed task with an error code.
+// Never a 5xx. Prints a table of counts per kind and outcome.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import sharp from 'sharp';
+import { DEFAULT_PLANS } from '../../src/accounts/plans.js';
+import { CORPUS, Client, startServer, type TestServer } from '../helpers.js';
+
+interface Entry {
+  path: string;
+  kind: string;
+  format: string;
+  expect: 'decodable' | 'reject';
+  exercises: string;
+}
+
+const manifest = (JSON.parse(fs.readFileSync(path.join(CORPUS, 'MANIFEST.json'), 'utf8')) as Entry[]).filter((e) => e.kind === 'image');
+const MAX = DEFAULT_PLANS.max;
+const WRITABLE = new Set(['jpeg', 'png', 'webp', 'avif', 'gif', 'tiff']);
+const ANIMATABLE = new Set(['gif', 'webp']);
+
+interface Uploaded {
+  entry: Entry;
+  fileId: string;
+  format: string;
+  width?: number;
+  height?: number;
+  pages?: number;
+}
+
+type Size = { width: number; height: number };
+
+/** What each batch kind is asked, and the frame size it must produce from an upright source. */
+const KINDS: { kind: string; options: Record<string, unknown>; size: (s: Size) => Size; format?: string; capped?: boolean }[] = [
+  { kind: 'compress', options: {}, size: (s) => s },
+  { kind: 'resize', options: { width: 64 }, size: (s) => ({ width: 64, height: Math.max(1, Math.round((s.height * 64) / s.width)) }), capped: true },
+  { kind: 'upscale', options: { factor: 2 }, size: (s) => ({ width: s.width * 2, height: s.height * 2 }), capped: true },
+  { kind: 'convert', options: { format: 'png' }, size: (s) => s, format: 'png' },
+  { kind: 'rotate', options: { angle: 90 }, size: (s) => ({ width: s.height, height: s.width }) },
+  { kind: 'flip', options: { direction: 'horizontal' }, size: (s) => s },
+  { kind: 'watermark', options: { text: 'imgapi', position: 'bottom-right' }, size: (s) => s },
+  { kind: 'crop', options: { aspectRatio: '1:1' }, size: (s) => ({ width: Math.min(s.width, s.height), height: Math.min(s.width, s.height) }) },
+];
+
+const outcomes = new Map<string, Map<string, number>>();
+const timings: { what: string; ms: number }[] = [];
+function count(kind: string, outcome: string) {
+  const row = outcomes.get(kind) ?? new Map<string, number>();
+  row.set(outcome, (row.get(outcome) ?? 0) + 1);
+  outcomes.set(kind, row);
+}
+
+describe('corpus conformance (sqlite, max plan)', () => {
+  let server: TestServer;
+  let client: Client;
+  const uploaded: Uploaded[] = [];
+  const problems: string[] = [];
+
+  before(async () => {
+    server = await startServer({
+      dialect: 'sqlite',
+      plans: { max: { requestsPerSecond: 100_000, monthlyTasks: 1_000_000, dailyBatchFiles: 1_000_000, maxQueuedTasks: 100_000 } },
+    });
+    client = new Client(server.url, await server.newKey('max'));
+  });
+
+  after(async () => {
+    const kinds = ['upload', ...KINDS.map((k) => k.kind)];
+    const columns = [...new Set(kinds.flatMap((k) => [...(outcomes.get(k)?.keys() ?? [])]))].sort();
+    console.log(`\n${'kind'.padEnd(10)} ${columns.map((c) => c.padStart(22)).join(' ')}`);
+    for (const kind of kinds) console.log(`${kind.padEnd(10)} ${columns.map((c) => String(outcomes.get(kind)?.get(c) ?? 0).padStart(22)).join(' ')}`);
+    console.log('\nslowest tasks:');
+    for (const t of timings.sort((a, b) => b.ms - a.ms).slice(0, 12)) console.log(`  ${String(t.ms).padStart(6)} ms  ${t.what}`);
+    await server.close();
+  });
+
+  it('uploads every image: decodable ones are accepted (JPEG 2000 and lossless JPEG may be 415), nothing is a 5xx', async () => {
+    for (const entry of manifest) {
+      const response = await client.upload(path.join(CORPUS, entry.path));
+      assert.ok(response.status < 500, `${entry.path}: upload answered ${response.status}`);
+      if (response.status === 201) {
+        const data = response.body.data;
+        uploaded.push({ entry, fileId: data.fileId, format: data.format, width: data.width, height: data.height, pages: data.pages });
+        count('upload', entry.expect === 'reject' ? 'reject:accepted' : 'accepted');
+        continue;
+      }
+      // Outside the accepted formats: JPEG 2000, lossless JPEG, and AVIF image sequences (no still image).
+      const outsideAccepted =
+        entry.format === 'jp2' || (/lossless/i.test(entry.exercises) && entry.format === 'jpeg') || (entry.format === 'avif' && /image sequence/i.test(entry.exercises));
+      if (entry.expect === 'decodable' && !outsideAccepted) problems.push(`${entry.path}: decodable but upload answered ${response.status} ${response.body.error?.code}`);
+      count('upload', `${entry.expect}:${response.status}`);
+    }
+    assert.deepEqual(problems, []);
+  });
+
+  for (const spec of KINDS) {
+    it(`batch ${spec.kind}: every output decodes with the expected format and size, or fails with a code`, async () => {
+      const files = uploaded;
+      const failures: string[] = [];
+      for (let start = 0; start < files.length; start += MAX.batchSize) {
+        const chunk = files.slice(start, start + MAX.batchSize);
+        const response = await client.post(`/api/process/batch/${spec.kind}`, { fileIds: chunk.map((f) => f.fileId), ...spec.options });
+        assert.equal(response.status, 202, JSON.stringify(response.body));
+        const tasks = response.body.data.tasks as { taskId: string; fileId: string }[];
+        assert.deepEqual(tasks.map((t) => t.fileId), chunk.map((f) => f.fileId), 'one task per file, in order');
+        for (const [index, queued] of tasks.entries()) {
+          const file = chunk[index]!;
+          const task = await client.waitForTask(queued.taskId, 180_000);
+          if (task.startedAt && task.completedAt) timings.push({ what: `${spec.kind} ${file.entry.path}`, ms: Date.parse(task.completedAt) - Date.parse(task.startedAt) });
+          const problem = await judge(client, spec, file, task);
+          count(spec.kind, problem === undefined ? outcomeOf(file, task) : 'WRONG');
+          if (problem) failures.push(`${file.entry.path}: ${problem}`);
+        }
+      }
+      assert.deepEqual(failures, []);
+    });
+  }
+});
+
+/** Whether every frame of an animation has the same pixels (then one frame is the animation). */
+async function framesIdentical(file: string, frames: number): Promise<boolean> {
+  const first = await sharp(file, { page: 0 }).raw().toBuffer();
+  for (let page = 1; page < frames; page++) if (!first.equals(await sharp(file, { page }).raw().toBuffer())) return false;
+  return true;
+}
+
+function outcomeOf(file: Uploaded, task: any): string {
+  if (task.status === 'completed') return file.entry.expect === 'reject' ? 'reject:completed' : 'completed';
+  return `${file.entry.expect === 'reject' ? 'reject' : 'failed'}:${task.error.code}`;
+}
+
+/** Why this task's outcome is wrong, or undefined when it is acceptable. */
+async function judge(client: Client, spec: (typeof KINDS)[number], file: Uploaded, task: any): Promise<string | undefined> {
+  const { entry } = file;
+  if (task.status === 'failed') {
+    if (!task.error?.code) return 'failed without an error code';
+    if (entry.expect === 'reject') return undefined;
+    if (task.error.code !== 'IMAGE_TOO_LARGE') return `decodable file failed: ${task.error.code} ${task.error.message}`;
+    if (file.width === undefined || file.height === undefined) return undefined;
+    const output = spec.size({ width: file.width, height: file.height });
+    const tooLarge =
+      file.width * file.height > MAX.maxPixels ||
+      output.width * output.height > MAX.maxPixels ||
+      (spec.capped && Math.max(output.width, output.height) > 16_384) ||
+      (ANIMATABLE.has(file.format) && (file.pages ?? 1) > MAX.maxFrames);
+    return tooLarge ? undefined : `IMAGE_TOO_LARGE although ${file.width}×${file.height} → ${output.width}×${output.height} is within the plan`;
+  }
+  if (task.status !== 'completed') return `ended ${task.status}`;
+  if (entry.expect === 'reject') {
+    // Some reject files (a PNG with only a bad checksum) decode in libvips; that is allowed.
+    if (!/checksum/i.test(entry.exercises)) return 'a reject file completed';
+  }
+  const bytes = await client.download(task.outputFileId);
+  const meta = await sharp(bytes, { limitInputPixels: false, pages: -1 }).metadata();
+  const expectedFormat = spec.format ?? (WRITABLE.has(file.format) ? file.format : meta.hasAlpha ? 'png' : 'jpeg');
+  const decodedFormat = meta.format === 'heif' ? 'avif' : meta.format;
+  if (decodedFormat !== expectedFormat) return `output is ${meta.format}, expected ${expectedFormat}`;
+  if (file.width === undefined || file.height === undefined) return undefined;
+  const expected = spec.size({ width: file.width, height: file.height });
+  const height = meta.pageHeight ?? meta.height;
+  // Rounding in resize may differ by a pixel.
+  if (Math.abs(meta.width! - expected.width) > 1 || Math.abs(height! - expected.height) > 1) {
+    return `output ${meta.width}×${height}, expected ${expected.width}×${expected.height}`;
+  }
+  const inputFrames = ANIMATABLE.has(file.format) ? (file.pages ?? 1) : 1;
+  const outputFrames = meta.pages ?? 1;
+  if (ANIMATABLE.has(expectedFormat) && inputFrames > 1) {
+    // Encoders merge identical consecutive frames (adding their delays): compare play time.
+    const source = await sharp(path.join(CORPUS, entry.path)).metadata();
+    const duration = (delays: number[] | undefined, frames: number) => (delays ?? []).slice(0, frames).reduce((a, b) => a + b, 0);
+    if (outputFrames > inputFrames) return `${outputFrames} frames from ${inputFrames}`;
+    if (outputFrames > 1 && Math.abs(duration(meta.delay, outputFrames) - duration(source.delay, inputFrames)) > 10 * inputFrames) {
+      return `plays ${duration(meta.delay, outputFrames)} ms, the source ${duration(source.delay, inputFrames)} ms`;
+    }
+    if (outputFrames === 1 && !(await framesIdentical(path.join(CORPUS, entry.path), inputFrames))) return 'the animation was lost';
+  } else if (outputFrames !== 1 && !ANIMATABLE.has(expectedFormat) && meta.format !== 'tiff') {
+    return `${outputFrames} frames in a ${expectedFormat}`;
+  }
+  if (task.result.width !== meta.width) return `result says width ${task.result.width}, output is ${meta.width}`;
+  return undefined;
+}

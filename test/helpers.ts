@@ -160,7 +160,7 @@ export class Client {
   async upload(file: string | Buffer, filename = 'upload.bin', headers?: Record<string, string>): Promise<ApiResponse> {
     const bytes = typeof file === 'string' ? fs.readFileSync(file) : file;
     const form = new FormData();
-    form.append('file', new Blob([bytes]), typeof file === 'string' && filename === 'upload.bin' ? path.basename(file) : filename);
+    form.append('file', new Blob([new Uint8Array(bytes)]), typeof file === 'string' && filename === 'upload.bin' ? path.basename(file) : filename);
     return this.request('POST', '/api/upload', { body: form, headers });
   }
 

@@ -63,19 +63,27 @@ export class TaskQueue {
       .orderBy('tasks.created_at', 'asc')
       .limit(limit)
       .$if(skipLocked, (qb) => qb.forUpdate('tasks').skipLocked());
-    const claimed = await db
-      .updateTable('tasks')
-      .set({
-        status: 'processing',
-        lease_owner: workerId,
-        lease_expires_at: now + leaseMs,
-        attempts: sql`attempts + 1`,
-        started_at: sql`COALESCE(started_at, ${now})`,
-      })
-      .where('id', 'in', runnable)
-      .where('status', '=', 'queued')
-      .returningAll()
-      .execute();
+    const lease = {
+      status: 'processing' as const,
+      lease_owner: workerId,
+      lease_expires_at: now + leaseMs,
+      attempts: sql<number>`attempts + 1`,
+      started_at: sql<number>`COALESCE(started_at, ${now})`,
+    };
+    const claimed = skipLocked
+      ? // PostgreSQL: pick the rows once, in a materialized CTE (as graphile-worker does). As a
+        // plain `IN (subquery)` the locking subquery may be re-run during the update and, skipping
+        // the rows it has just taken, hand back many more than `limit` tasks.
+        await db
+          .with((cte) => cte('picked').materialized(), () => runnable)
+          .updateTable('tasks')
+          .set(lease)
+          .from('picked')
+          .whereRef('tasks.id', '=', 'picked.id')
+          .where('tasks.status', '=', 'queued')
+          .returningAll('tasks')
+          .execute()
+      : await db.updateTable('tasks').set(lease).where('id', 'in', runnable).where('status', '=', 'queued').returningAll().execute();
     const accounts = [...new Set(claimed.map((t) => t.account_id))];
     if (accounts.length) await db.updateTable('accounts').set({ last_served_at: now }).where('id', 'in', accounts).execute();
     return claimed;

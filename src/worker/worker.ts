@@ -130,12 +130,14 @@ export class WorkerPool {
           if (!held) controller.abort(new LeaseLost());
         })
         .catch((err) => logger.warn({ err, taskId: task.id }, 'heartbeat failed'));
+    // Before the heartbeat starts: should this throw, no timer is left renewing the lease of a
+    // task nobody runs, and the reaper gives the task back once the lease lapses.
+    const tmpDir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'imgapi-task-'));
     }, Math.max(200, Math.floor(config.leaseMs / 3)));
     const timeout = setTimeout(
       () => controller.abort(new TaskError('PROCESSING_TIMEOUT', `The task ran past its time limit of ${config.taskTimeoutMs / 1000} s`)),
       config.taskTimeoutMs,
     );
-    const tmpDir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'imgapi-task-'));
     let outcome = 'completed';
     try {
       const limits = await this.limitsOf(task.account_id);

@@ -76,6 +76,7 @@ export function loadConfig(env: Env = process.env): Config {
     leaseMs: int('TASK_LEASE_SECONDS', 30, 2, 3600) * 1000,
     pollIntervalMs: int('QUEUE_POLL_MS', 2000, 10, 60_000),
     sweepIntervalMs: int('SWEEP_INTERVAL_SECONDS', 60, 1, 86_400) * 1000,
+    imageThreads: int('IMAGE_THREADS', Math.max(1, os.availableParallelism()), 1, 256),
     logLevel,
   };
   if (problems.length) throw new ConfigError(problems);
@@ -112,4 +113,3 @@ export function prepareDataDir(config: Config): void {
     throw new ConfigError([`DATA_DIR "${config.dataDir}" is not a writable directory (${(err as NodeJS.ErrnoException).code ?? 'error'})`]);
   }
 }
-    imageThreads: int('IMAGE_THREADS', Math.max(1, os.availableParallelism()), 1, 256),

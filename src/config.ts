@@ -20,6 +20,8 @@ export interface Config {
   leaseMs: number;
   pollIntervalMs: number;
   sweepIntervalMs: number;
+  /** libvips threads per image (sharp defaults to 1 on glibc Linux, leaving cores idle). */
+  imageThreads: number;
   logLevel: string;
 }
 
@@ -29,8 +31,6 @@ export class ConfigError extends Error {
     this.name = 'ConfigError';
   }
 }
-  /** libvips threads per image (sharp defaults to 1 on glibc Linux, leaving cores idle). */
-  imageThreads: number;
 
 type Env = Record<string, string | undefined>;
 

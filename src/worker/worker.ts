@@ -122,6 +122,9 @@ export class WorkerPool {
   private async execute(task: TaskRow, controller: AbortController): Promise<void> {
     const { config, queue, logger, metrics } = this.deps;
     const started = Date.now();
+    // Before the heartbeat starts: should this throw, no timer is left renewing the lease of a
+    // task nobody runs, and the reaper gives the task back once the lease lapses.
+    const tmpDir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'imgapi-task-'));
     let progress = 0;
     const heartbeat = setInterval(() => {
       queue
@@ -130,9 +133,6 @@ export class WorkerPool {
           if (!held) controller.abort(new LeaseLost());
         })
         .catch((err) => logger.warn({ err, taskId: task.id }, 'heartbeat failed'));
-    // Before the heartbeat starts: should this throw, no timer is left renewing the lease of a
-    // task nobody runs, and the reaper gives the task back once the lease lapses.
-    const tmpDir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'imgapi-task-'));
     }, Math.max(200, Math.floor(config.leaseMs / 3)));
     const timeout = setTimeout(
       () => controller.abort(new TaskError('PROCESSING_TIMEOUT', `The task ran past its time limit of ${config.taskTimeoutMs / 1000} s`)),

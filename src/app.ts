@@ -20,7 +20,27 @@ export const API_DESCRIPTION = `Upload images and presentations, start asynchron
 Every \`/api/*\` request carries \`x-api-key\`. Successes answer \`{"success": true, "data": …}\`; failures answer
 \`{"success": false, "error": {"code", "message", "details?", "requestId"}}\` and every response carries \`x-request-id\`.
 JSON bodies are taken exactly as sent: unknown fields are rejected with 400 VALIDATION_ERROR naming each field.
-Every POST accepts \`Idempotency-Key\`.`;
+Every POST accepts \`Idempotency-Key\`.
+
+## Decisions where the contract is silent
+
+- **Idempotency** stores successful responses only: a refused request (a validation error, a quota
+  error) may be retried with the same key once its cause is fixed. A concurrent repeat waits for the
+  first and replays it.
+- **Limits known when queueing.** When the stored header already shows that the input, or the output
+  the options decide (resize, upscale, crop, rotate), passes the plan's pixel limit or the 16,384 px
+  side cap, the task is created already \`failed\` with \`IMAGE_TOO_LARGE\` (it counts as queued).
+- **Deleting a file an unfinished task reads** is refused with 409 \`FILE_IN_USE\`; cancel the task first.
+- **Crop rectangles** outside the image (by its stored header) are 400 \`VALIDATION_ERROR\` naming the field.
+- **Uploads** report \`width\`/\`height\` as displayed (EXIF orientation applied) and \`pages\` for
+  animations and multi-page files. AVIF image sequences without a still image, JPEG 2000, lossless JPEG
+  and PDF are 415 \`UNSUPPORTED_MEDIA_TYPE\`.
+- **Rate limits** count fixed one-second windows per API key (or dashboard session).
+- **Output encoders**: JPEG uses mozjpeg; \`compress\` writes PNG as a quantised palette unless
+  \`lossless\`; GIF has no quality, so \`quality\` scales its palette size; \`lossless\` with a JPEG output
+  is a 400 naming \`lossless\`.
+- **Animations** keep their frames and timing in GIF and WebP outputs (encoders may merge identical
+  consecutive frames, adding their delays); other outputs take the first frame.`;
 
 export async function buildApp(services: Services): Promise<FastifyInstance> {
   const app = Fastify({

@@ -1,0 +1,276 @@
+// Presentations are recognised by their contents, never by their names: an OOXML package
+// (PPTX, PPSX) or an ODF package (ODP) is a ZIP whose parts say what it is; a PowerPoint 97–2003
+// deck (PPT) is an OLE2 compound file with a "PowerPoint Document" stream. Password-protected
+// OOXML decks are OLE2 files holding an "EncryptedPackage"; encrypted PPTs say so in their
+// CurrentUser stream; encrypted ODPs in their manifest.
+//
+// Identification reads the ZIP's central directory and a few small parts, or the OLE
+// directory, by random access: cheap for any size. The ZIP's expanded size is bounded from the
+// central directory at upload, and again, by actually inflating every entry, before LibreOffice
+// sees the file (a ZIP may understate its sizes; yauzl refuses an entry that inflates to more).
+import fs from 'node:fs';
+import { PassThrough, Readable } from 'node:stream';
+import yauzl from 'yauzl';
+import type { ObjectStorage } from '../storage/storage.js';
+import { CFB_SIGNATURE, CfbError, CompoundFile, type ByteReader } from './cfb.js';
+
+export type PresentationFormat = 'pptx' | 'ppsx' | 'ppt' | 'odp';
+
+export const PRESENTATION_MIME: Record<PresentationFormat, string> = {
+  pptx: 'application/vnd.openxmlformats-officedocument.presentationml.presentation',
+  ppsx: 'application/vnd.openxmlformats-officedocument.presentationml.slideshow',
+  ppt: 'application/vnd.ms-powerpoint',
+  odp: 'application/vnd.oasis.opendocument.presentation',
+};
+
+/** The most a presentation's ZIP may expand to, and the most entries it may hold. */
+export const MAX_EXPANDED_BYTES = 1024 * 1024 * 1024;
+export const MAX_ZIP_ENTRIES = 10_000;
+/** Parts read to identify a package ([Content_Types].xml, mimetype, the ODF manifest). */
+const MAX_PART_BYTES = 4 * 1024 * 1024;
+
+export interface Identified {
+  format: PresentationFormat;
+  mimeType: string;
+  /** Password-protected: LibreOffice cannot open it; its task fails with DOCUMENT_ENCRYPTED. */
+  encrypted: boolean;
+}
+
+/** The bytes are a container, but not a presentation this service reads; `message` says why. */
+export class NotAPresentation extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotAPresentation';
+  }
+}
+
+const ZIP_LOCAL_HEADER = Buffer.from([0x50, 0x4b, 0x03, 0x04]);
+
+/** Whether the first bytes are those of a ZIP or an OLE2 file: a presentation, perhaps. */
+export function containerKind(head: Buffer): 'zip' | 'ole' | undefined {
+  if (head.subarray(0, 4).equals(ZIP_LOCAL_HEADER)) return 'zip';
+  if (head.subarray(0, 8).equals(CFB_SIGNATURE)) return 'ole';
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Byte sources: a local file, or an object in storage read by ranges.
+
+export interface ByteSource extends ByteReader {
+  /** A stream of bytes [start, end). */
+  stream(start: number, end: number): Readable;
+  close(): Promise<void>;
+}
+
+export async function fileSource(file: string): Promise<ByteSource> {
+  const handle = await fs.promises.open(file, 'r');
+  const { size } = await handle.stat();
+  return {
+    size,
+    async read(offset, length) {
+      const buffer = Buffer.alloc(Math.max(0, Math.min(length, size - offset)));
+      if (buffer.length) await handle.read(buffer, 0, buffer.length, offset);
+      return buffer;
+    },
+    stream: (start, end) => (end > start ? fs.createReadStream(file, { start, end: end - 1 }) : Readable.from([])),
+    close: () => handle.close(),
+  };
+}
+
+export function storageSource(storage: ObjectStorage, key: string, size: number): ByteSource {
+  const stream = (start: number, end: number): Readable => {
+    if (end <= start) return Readable.from([]);
+    const out = new PassThrough();
+    storage.get(key, { start, end: end - 1 }).then(
+      (body) => {
+        body.on('error', (err) => out.destroy(err));
+        body.pipe(out);
+      },
+      (err) => out.destroy(err),
+    );
+    return out;
+  };
+  return {
+    size,
+    async read(offset, length) {
+      const chunks: Buffer[] = [];
+      for await (const chunk of stream(offset, Math.min(size, offset + length))) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks);
+    },
+    stream,
+    close: async () => {},
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** What presentation the container holds; NotAPresentation when it holds none we read. */
+export async function identifyPresentation(source: ByteSource): Promise<Identified> {
+  const kind = containerKind(await source.read(0, 8));
+  if (kind === 'zip') return identifyZip(source);
+  if (kind === 'ole') return identifyOle(source);
+  throw new NotAPresentation('The file is not an image or presentation this service reads');
+}
+
+const identified = (format: PresentationFormat, encrypted = false): Identified => ({ format, mimeType: PRESENTATION_MIME[format], encrypted });
+
+class Reader extends yauzl.RandomAccessReader {
+  constructor(private readonly source: ByteSource) {
+    super();
+  }
+
+  override _readStreamForRange(start: number, end: number): Readable {
+    return this.source.stream(start, end);
+  }
+}
+
+async function openZip(source: ByteSource): Promise<yauzl.ZipFile> {
+  try {
+    return await yauzl.fromRandomAccessReaderPromise(new Reader(source), source.size, {
+      lazyEntries: true,
+      autoClose: false,
+      validateEntrySizes: true,
+      strictFileNames: false,
+    });
+  } catch (err) {
+    throw new NotAPresentation(`The file starts like a ZIP package but is not a readable one (${(err as Error).message})`);
+  }
+}
+
+/** Every entry from the central directory, the declared expanded size bounded. */
+async function listEntries(zip: yauzl.ZipFile): Promise<Map<string, yauzl.Entry>> {
+  if (zip.entryCount > MAX_ZIP_ENTRIES) {
+    throw new NotAPresentation(`The package holds ${zip.entryCount} entries; at most ${MAX_ZIP_ENTRIES} are accepted`);
+  }
+  const entries = new Map<string, yauzl.Entry>();
+  let expanded = 0;
+  try {
+    for await (const entry of zip.eachEntry()) {
+      expanded += entry.uncompressedSize;
+      if (expanded > MAX_EXPANDED_BYTES) {
+        throw new NotAPresentation(`The package expands to more than ${MAX_EXPANDED_BYTES / 1024 / 1024} MiB; it is refused before conversion`);
+      }
+      entries.set(entry.fileName, entry);
+    }
+  } catch (err) {
+    if (err instanceof NotAPresentation) throw err;
+    throw new NotAPresentation(`The ZIP package is damaged (${(err as Error).message})`);
+  }
+  return entries;
+}
+
+async function readEntry(zip: yauzl.ZipFile, entry: yauzl.Entry, limit = MAX_PART_BYTES): Promise<Buffer> {
+  if (entry.uncompressedSize > limit) throw new NotAPresentation(`The package part ${entry.fileName} is implausibly large`);
+  if (entry.isEncrypted()) throw new NotAPresentation('The ZIP package is encrypted');
+  try {
+    const chunks: Buffer[] = [];
+    for await (const chunk of await zip.openReadStreamPromise(entry)) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks);
+  } catch (err) {
+    throw new NotAPresentation(`The package part ${entry.fileName} cannot be read (${(err as Error).message})`);
+  }
+}
+
+const ODF_KINDS: Record<string, string> = {
+  text: 'an OpenDocument text document',
+  spreadsheet: 'an OpenDocument spreadsheet',
+  graphics: 'an OpenDocument drawing',
+  'presentation-template': 'an OpenDocument presentation template',
+};
+
+async function identifyZip(source: ByteSource): Promise<Identified> {
+  const zip = await openZip(source);
+  try {
+    const entries = await listEntries(zip);
+    const mimetype = entries.get('mimetype');
+    if (mimetype) {
+      const type = (await readEntry(zip, mimetype, 256)).toString('latin1').trim();
+      if (type === PRESENTATION_MIME.odp) {
+        const manifest = entries.get('META-INF/manifest.xml');
+        const encrypted = manifest ? /<manifest:encryption-data\b/.test((await readEntry(zip, manifest)).toString('utf8')) : false;
+        return identified('odp', encrypted);
+      }
+      const odf = /^application\/vnd\.oasis\.opendocument\.(.+)$/.exec(type);
+      throw new NotAPresentation(`The file is ${odf ? (ODF_KINDS[odf[1]!] ?? `an OpenDocument ${odf[1]} file`) : 'a ZIP package'}, not a presentation`);
+    }
+    const types = entries.get('[Content_Types].xml');
+    if (types) return identified(ooxmlFormat((await readEntry(zip, types)).toString('utf8')));
+    throw new NotAPresentation('The file is a ZIP archive, not a presentation');
+  } finally {
+    zip.close();
+  }
+}
+
+/** The presentation kind an OOXML package's main part declares. */
+function ooxmlFormat(contentTypes: string): PresentationFormat {
+  const types = [...contentTypes.matchAll(/ContentType\s*=\s*"([^"]+)"/g)].map((m) => m[1]!);
+  const has = (suffix: string) => types.some((t) => t.endsWith(suffix));
+  if (has('.presentationml.presentation.main+xml')) return 'pptx';
+  if (has('.presentationml.slideshow.main+xml')) return 'ppsx';
+  if (types.some((t) => /ms-powerpoint\.(presentation|slideshow|template)\.macroEnabled\.main\+xml$/.test(t))) {
+    throw new NotAPresentation('Macro-enabled presentations (PPTM, PPSM, POTM) are not accepted; save the deck as PPTX');
+  }
+  if (has('.presentationml.template.main+xml')) throw new NotAPresentation('PowerPoint templates (POTX) are not accepted; save the deck as PPTX');
+  if (types.some((t) => t.includes('wordprocessingml') || t.includes('ms-word'))) throw new NotAPresentation('The file is a Word document, not a presentation');
+  if (types.some((t) => t.includes('spreadsheetml') || t.includes('ms-excel'))) throw new NotAPresentation('The file is an Excel workbook, not a presentation');
+  throw new NotAPresentation('The file is an Office Open XML package without a presentation');
+}
+
+async function identifyOle(source: ByteSource): Promise<Identified> {
+  let file: CompoundFile;
+  try {
+    file = await CompoundFile.open(source);
+  } catch (err) {
+    if (err instanceof CfbError) throw new NotAPresentation(`The file starts like an OLE2 compound file but is damaged (${err.message})`);
+    throw err;
+  }
+  try {
+    const names = new Set(file.rootChildren().map((e) => e.name));
+    // An OOXML package under a password: the container does not say which kind; we take it as
+    // the deck it was uploaded as, and its task fails DOCUMENT_ENCRYPTED before any conversion.
+    if (names.has('EncryptedPackage') && names.has('EncryptionInfo')) return identified('pptx', true);
+    if (names.has('PowerPoint Document')) {
+      // CurrentUserAtom ([MS-PPT] 2.3.2): its headerToken says whether the deck is encrypted.
+      const currentUser = await file.readRootStream('Current User', 16);
+      const encrypted = currentUser !== undefined && currentUser.length >= 16 && currentUser.readUInt32LE(12) === 0xf3d1c4df;
+      return identified('ppt', encrypted);
+    }
+    if (names.has('WordDocument')) throw new NotAPresentation('The file is a Word 97–2003 document, not a presentation');
+    if (names.has('Workbook') || names.has('Book')) throw new NotAPresentation('The file is an Excel 97–2003 workbook, not a presentation');
+    throw new NotAPresentation('The file is an OLE2 compound file, not a PowerPoint presentation');
+  } catch (err) {
+    if (err instanceof CfbError) throw new NotAPresentation(`The OLE2 compound file is damaged (${err.message})`);
+    throw err;
+  }
+}
+
+/**
+ * Before LibreOffice sees a ZIP package: inflates every entry (nothing is written) so that its
+ * real expanded size, not the one it declares, stays within the bound, and a damaged entry is
+ * found here rather than inside the converter.
+ */
+export async function verifyZipExpansion(file: string, signal?: AbortSignal): Promise<void> {
+  const source = await fileSource(file);
+  try {
+    const zip = await openZip(source);
+    try {
+      const entries = await listEntries(zip);
+      for (const entry of entries.values()) {
+        if (signal?.aborted) throw signal.reason;
+        if (entry.isEncrypted()) throw new NotAPresentation('The ZIP package is encrypted');
+        try {
+          // validateEntrySizes: an entry that inflates past its declared size is an error.
+          for await (const _chunk of await zip.openReadStreamPromise(entry)) {
+            // drained
+          }
+        } catch (err) {
+          throw new NotAPresentation(`The package entry ${entry.fileName} is damaged (${(err as Error).message})`);
+        }
+      }
+    } finally {
+      zip.close();
+    }
+  } finally {
+    await source.close();
+  }
+}

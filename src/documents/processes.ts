@@ -1,0 +1,155 @@
+// Child processes for the document tools (LibreOffice, poppler). Each runs as the leader of a
+// process group of its own, so a timeout, a cancel or plain cleanup kills everything it started
+// (soffice's oosplash and soffice.bin, helpers a stand-in forks), never just the leader.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+export interface RunOptions {
+  /** Killed (the whole group, SIGKILL) after this long. */
+  timeoutMs: number;
+  /** Killed likewise when this aborts (the task was canceled or lost its lease). */
+  signal?: AbortSignal;
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Bytes of stdout and stderr kept (the tail); the rest is drained. */
+  keepOutputBytes?: number;
+}
+
+export interface RunResult {
+  /** Exit code, or null when a signal ended it. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  timedOut: boolean;
+  aborted: boolean;
+  stdout: string;
+  stderr: string;
+  durationMs: number;
+  pid: number | undefined;
+}
+
+/** The program could not be started at all (not installed, not executable). */
+export class ProgramMissing extends Error {
+  constructor(readonly program: string, cause: string) {
+    super(`${program} could not be started: ${cause}`);
+    this.name = 'ProgramMissing';
+  }
+}
+
+/** SIGKILL to the whole group led by `pid`; a group that is already gone is fine. */
+export function killGroup(pid: number | undefined): void {
+  if (!pid) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
+
+/**
+ * Runs `command args` without a shell as a new process group, and resolves when it has exited
+ * and its group has been killed (whatever it left running). Never rejects for how the program
+ * ended; rejects with ProgramMissing when it could not start.
+ */
+export function runProcess(command: string, args: string[], options: RunOptions): Promise<RunResult> {
+  const keep = options.keepOutputBytes ?? 16 * 1024;
+  const started = Date.now();
+  return new Promise<RunResult>((resolve, reject) => {
+    if (options.signal?.aborted) {
+      resolve({ code: null, signal: null, timedOut: false, aborted: true, stdout: '', stderr: '', durationMs: 0, pid: undefined });
+      return;
+    }
+    const child = spawn(command, args, {
+      cwd: options.cwd,
+      env: options.env ?? process.env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const stdout = new Tail(keep);
+    const stderr = new Tail(keep);
+    child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
+    let timedOut = false;
+    let aborted = false;
+    let spawnError: Error | undefined;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killGroup(child.pid);
+    }, options.timeoutMs);
+    const onAbort = () => {
+      aborted = true;
+      killGroup(child.pid);
+    };
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    child.once('error', (err) => {
+      spawnError = err;
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', onAbort);
+      // The leader is gone; whatever it started in its group goes with it.
+      killGroup(child.pid);
+      if (spawnError && child.pid === undefined) {
+        reject(new ProgramMissing(command, (spawnError as NodeJS.ErrnoException).code ?? spawnError.message));
+        return;
+      }
+      resolve({
+        code,
+        signal,
+        timedOut,
+        aborted,
+        stdout: stdout.text(),
+        stderr: stderr.text(),
+        durationMs: Date.now() - started,
+        pid: child.pid,
+      });
+    });
+  });
+}
+
+/** Keeps the last `limit` bytes written to it. */
+class Tail {
+  private chunks: Buffer[] = [];
+  private length = 0;
+  constructor(private readonly limit: number) {}
+
+  push(chunk: Buffer): void {
+    this.chunks.push(chunk);
+    this.length += chunk.length;
+    while (this.length - this.chunks[0]!.length >= this.limit) this.length -= this.chunks.shift()!.length;
+  }
+
+  text(): string {
+    const all = Buffer.concat(this.chunks);
+    return all.subarray(Math.max(0, all.length - this.limit)).toString('utf8');
+  }
+}
+
+/**
+ * Where `command` would be run from: itself when it names a path, else the first executable
+ * of that name on PATH; undefined when there is none. Looked up anew on every call, so a
+ * converter installed while the service runs is seen at once.
+ */
+export function findExecutable(command: string, envPath = process.env.PATH ?? ''): string | undefined {
+  const candidates = command.includes('/') ? [command] : envPath.split(path.delimiter).filter(Boolean).map((dir) => path.join(dir, command));
+  for (const candidate of candidates) {
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK);
+      if (fs.statSync(candidate).isFile()) return candidate;
+    } catch {
+      // not this one
+    }
+  }
+  return undefined;
+}
+
+/** The last non-empty lines of a program's output, for an error message or the log. */
+export function lastLines(text: string, count = 3, maxLength = 300): string {
+  return text
+    .split('\n')
+    .map((line) => line.trim())
+    .filter(Boolean)
+    .slice(-count)
+    .join(' | ')
+    .slice(0, maxLength);
+}

@@ -1,0 +1,146 @@
+// Dashboard sessions and the throttle on password attempts.
+//
+// The session cookie holds 256 random bits; the table keeps only their SHA-256, so a copy of the
+// database opens no session. Each session has its own CSRF token, which the dashboard reads from
+// GET /auth/session and sends back in `x-csrf-token` with every state-changing request.
+import crypto from 'node:crypto';
+import { sql } from 'kysely';
+import type { Clock } from '../clock.js';
+import type { Database } from '../db/database.js';
+import { AppError } from '../errors.js';
+import { sha256Hex } from '../ids.js';
+import type { Account } from './accounts.js';
+
+export const SESSION_COOKIE = 'imgapi_session';
+export const CSRF_HEADER = 'x-csrf-token';
+/** A session's expiry moves forward when it is used, at most this often (no write per request). */
+const RENEW_AFTER_MS = 3600_000;
+
+export interface Session {
+  /** SHA-256 of the cookie's token: the row's id, and the rate-limit subject. */
+  id: string;
+  accountId: string;
+  csrfToken: string;
+  expiresAt: number;
+}
+
+export const hashSessionToken = (token: string): string => sha256Hex(`session:${token}`);
+
+export async function createSession(
+  database: Database,
+  clock: Clock,
+  accountId: string,
+  ttlMs: number,
+  userAgent?: string,
+): Promise<{ token: string; session: Session }> {
+  const token = crypto.randomBytes(32).toString('base64url');
+  const now = clock.now();
+  const session: Session = { id: hashSessionToken(token), accountId, csrfToken: crypto.randomBytes(32).toString('base64url'), expiresAt: now + ttlMs };
+  await database.db
+    .insertInto('sessions')
+    .values({
+      id: session.id,
+      account_id: accountId,
+      csrf_token: session.csrfToken,
+      created_at: now,
+      expires_at: session.expiresAt,
+      user_agent: userAgent?.slice(0, 300) ?? null,
+    })
+    .execute();
+  return { token, session };
+}
+
+/**
+ * The live session a cookie's token opens, with its account, or undefined. A session used more
+ * than an hour after its last renewal is renewed (`renewed` tells the caller to re-send the cookie).
+ */
+export async function findSession(
+  database: Database,
+  clock: Clock,
+  token: string,
+  ttlMs: number,
+): Promise<{ session: Session; account: Account; renewed: boolean } | undefined> {
+  if (!/^[A-Za-z0-9_-]{20,100}$/.test(token)) return undefined;
+  const id = hashSessionToken(token);
+  const row = await database.db
+    .selectFrom('sessions')
+    .innerJoin('accounts', 'accounts.id', 'sessions.account_id')
+    .selectAll('accounts')
+    .select(['sessions.csrf_token', 'sessions.expires_at as session_expires_at'])
+    .where('sessions.id', '=', id)
+    .executeTakeFirst();
+  const now = clock.now();
+  if (!row || row.session_expires_at <= now) return undefined;
+  const { csrf_token: csrfToken, session_expires_at: expiresAt, ...account } = row;
+  const session: Session = { id, accountId: account.id, csrfToken, expiresAt };
+  let renewed = false;
+  if (now + ttlMs - expiresAt > RENEW_AFTER_MS) {
+    session.expiresAt = now + ttlMs;
+    await database.db.updateTable('sessions').set({ expires_at: session.expiresAt }).where('id', '=', id).execute();
+    renewed = true;
+  }
+  return { session, account, renewed };
+}
+
+export async function deleteSession(database: Database, sessionId: string): Promise<void> {
+  await database.db.deleteFrom('sessions').where('id', '=', sessionId).execute();
+}
+
+export async function deleteSessionsOf(database: Database, accountId: string): Promise<void> {
+  await database.db.deleteFrom('sessions').where('account_id', '=', accountId).execute();
+}
+
+export async function pruneSessions(database: Database, now: number): Promise<void> {
+  await database.db.deleteFrom('sessions').where('expires_at', '<=', now).execute();
+  await database.db.deleteFrom('auth_throttle').where('window_start', '<=', now - THROTTLE_WINDOW_MS).execute();
+}
+
+/** Compares a presented CSRF token with the session's in constant time. */
+export function csrfMatches(session: Session, presented: string | string[] | undefined): boolean {
+  const value = Array.isArray(presented) ? presented[0] : presented;
+  if (!value) return false;
+  const a = Buffer.from(value);
+  const b = Buffer.from(session.csrfToken);
+  return a.length === b.length && crypto.timingSafeEqual(a, b);
+}
+
+// Throttle ---------------------------------------------------------------------------------
+
+export const THROTTLE_WINDOW_MS = 15 * 60_000;
+/** Password attempts per email address in a window: enough for typos, far too few to guess. */
+export const ATTEMPTS_PER_EMAIL = 10;
+/** Attempts (login, sign-up, setup) per client address in a window. */
+export const ATTEMPTS_PER_ADDRESS = 100;
+
+/**
+ * Counts one attempt against `subject` in the current window and refuses with 429 RATE_LIMITED
+ * (and Retry-After) past `limit`. One upsert: parallel attempts cannot slip past the limit.
+ */
+export async function takeAttempt(database: Database, subject: string, limit: number, now: number): Promise<void> {
+  const windowStart = now - (now % THROTTLE_WINDOW_MS);
+  const row = await database.db
+    .insertInto('auth_throttle')
+    .values({ subject, window_start: windowStart, count: 1 })
+    .onConflict((oc) =>
+      oc.column('subject').doUpdateSet({
+        count: sql`CASE WHEN auth_throttle.window_start = ${windowStart} THEN auth_throttle.count + 1 ELSE 1 END`,
+        window_start: windowStart,
+      }),
+    )
+    .returning('count')
+    .executeTakeFirstOrThrow();
+  if (row.count > limit) {
+    const retryAfter = Math.max(1, Math.ceil((windowStart + THROTTLE_WINDOW_MS - now) / 1000));
+    throw new AppError(
+      'RATE_LIMITED',
+      `Too many attempts; try again in ${Math.ceil(retryAfter / 60)} minute(s)`,
+      { limit, used: row.count - 1, resetsAt: new Date(windowStart + THROTTLE_WINDOW_MS).toISOString(), retryAfterSeconds: retryAfter },
+      { 'retry-after': String(retryAfter) },
+    );
+  }
+}
+
+/** Forgets the failed attempts of `subject` (after a successful login). */
+export async function clearAttempts(database: Database, subject: string): Promise<void> {
+  await database.db.deleteFrom('auth_throttle').where('subject', '=', subject).execute();
+}

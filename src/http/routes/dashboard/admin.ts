@@ -1,0 +1,176 @@
+// The operator's page: accounts (with their plan and usage), plan changes, the queue's depth and
+// recent failures, and sign-up invitations. Administrators only (accounts.is_admin).
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { iso } from '../../../clock.js';
+import { findAccountById, setPlan } from '../../../accounts/accounts.js';
+import { createInvite, listInvites, revokeInvite } from '../../../accounts/onboarding.js';
+import { PLAN_NAMES, type PlanName } from '../../../accounts/plans.js';
+import { periods } from '../../../accounts/quota.js';
+import { notFound } from '../../../errors.js';
+import type { Services } from '../../../services.js';
+import { decodeCursor, encodeCursor, paginationQuery } from '../../pagination.js';
+import { idParam } from '../../schemas.js';
+import { accountView } from './auth.js';
+
+const hidden = { hide: true, tags: ['Dashboard'] };
+const RECENT_FAILURES = 20;
+
+export function adminRoutes(app: FastifyInstance, services: Services): void {
+  const { database, clock, config } = services;
+
+  app.get(
+    '/admin/accounts',
+    {
+      schema: {
+        ...hidden,
+        querystring: { type: 'object', additionalProperties: false, properties: { ...paginationQuery, q: { type: 'string', maxLength: 320, description: 'Part of an email address.' } } },
+      },
+    },
+    async (request: FastifyRequest<{ Querystring: { limit: number; cursor?: string; q?: string } }>) => {
+      const { limit, cursor, q } = request.query;
+      const now = clock.now();
+      let query = database.db
+        .selectFrom('accounts')
+        .leftJoin('usage_counters as u', (join) => join.onRef('u.account_id', '=', 'accounts.id').on('u.period', '=', periods.monthlyTasks(now)))
+        .select(['accounts.id', 'accounts.email', 'accounts.plan', 'accounts.is_admin', 'accounts.created_at', 'accounts.storage_used', 'u.used as monthly_tasks'])
+        .select((eb) =>
+          eb
+            .selectFrom('api_keys')
+            .select((k) => k.fn.countAll<number>().as('n'))
+            .whereRef('api_keys.account_id', '=', 'accounts.id')
+            .where('api_keys.revoked_at', 'is', null)
+            .as('active_keys'),
+        )
+        .orderBy('accounts.created_at', 'desc')
+        .orderBy('accounts.id', 'desc')
+        .limit(limit + 1);
+      if (q) query = query.where('accounts.email', 'like', `%${q.toLowerCase().replace(/[\\%_]/g, '')}%`);
+      const after = decodeCursor(cursor);
+      if (after) {
+        query = query.where((eb) =>
+          eb.or([eb('accounts.created_at', '<', after.time), eb.and([eb('accounts.created_at', '=', after.time), eb('accounts.id', '<', after.id)])]),
+        );
+      }
+      const rows = await query.execute();
+      const page = rows.slice(0, limit);
+      const last = page[page.length - 1];
+      return {
+        success: true,
+        data: {
+          plans: PLAN_NAMES,
+          accounts: page.map((row) => ({
+            accountId: row.id,
+            email: row.email,
+            plan: row.plan,
+            isAdmin: row.is_admin === 1,
+            createdAt: iso(row.created_at),
+            storageBytes: Number(row.storage_used),
+            monthlyTasks: Number(row.monthly_tasks ?? 0),
+            activeKeys: Number(row.active_keys ?? 0),
+          })),
+          nextCursor: rows.length > limit && last ? encodeCursor(last.created_at, last.id) : null,
+        },
+      };
+    },
+  );
+
+  app.patch(
+    '/admin/accounts/:accountId',
+    {
+      schema: {
+        ...hidden,
+        params: idParam('accountId', 'acct'),
+        body: { type: 'object', additionalProperties: false, required: ['plan'], properties: { plan: { type: 'string', enum: [...PLAN_NAMES] } } },
+      },
+    },
+    async (request: FastifyRequest<{ Params: { accountId: string }; Body: { plan: PlanName } }>) => {
+      const account = await findAccountById(database, request.params.accountId);
+      if (!account) throw notFound('Account');
+      await setPlan(database, account.id, request.body.plan);
+      request.log.info({ by: request.account.id, accountId: account.id, from: account.plan, to: request.body.plan }, 'plan changed by the operator');
+      return { success: true, data: accountView((await findAccountById(database, account.id))!) };
+    },
+  );
+
+  app.get('/admin/queue', { schema: hidden }, async () => {
+    const depth = await services.queue.queueDepth();
+    const byKind = await database.db
+      .selectFrom('tasks')
+      .select(['type', 'status', (eb) => eb.fn.countAll<number>().as('n')])
+      .where('status', 'in', ['queued', 'processing'])
+      .groupBy(['type', 'status'])
+      .execute();
+    const failures = await database.db
+      .selectFrom('tasks')
+      .innerJoin('accounts', 'accounts.id', 'tasks.account_id')
+      .select(['tasks.id', 'tasks.type', 'tasks.error_code', 'tasks.error_message', 'tasks.attempts', 'tasks.completed_at', 'tasks.created_at', 'accounts.email'])
+      .where('tasks.status', '=', 'failed')
+      .orderBy('tasks.completed_at', 'desc')
+      .limit(RECENT_FAILURES)
+      .execute();
+    return {
+      success: true,
+      data: {
+        queued: depth.queued,
+        processing: depth.processing,
+        byKind: byKind.map((row) => ({ type: row.type, status: row.status, count: Number(row.n) })),
+        recentFailures: failures.map((row) => ({
+          taskId: row.id,
+          type: row.type,
+          email: row.email,
+          error: { code: row.error_code ?? 'INTERNAL_ERROR', message: row.error_message ?? '' },
+          attempts: row.attempts,
+          createdAt: iso(row.created_at),
+          failedAt: row.completed_at === null ? null : iso(row.completed_at),
+        })),
+      },
+    };
+  });
+
+  app.get('/admin/invites', { schema: hidden }, async () => ({
+    success: true,
+    data: {
+      signupMode: config.signupMode,
+      invites: (await listInvites(database)).map((row) => ({
+        inviteId: row.id,
+        prefix: row.prefix,
+        email: row.email,
+        createdAt: iso(row.created_at),
+        expiresAt: iso(row.expires_at),
+        usedAt: row.used_at === null ? null : iso(row.used_at),
+        usedBy: row.used_by_email ?? null,
+      })),
+    },
+  }));
+
+  app.post(
+    '/admin/invites',
+    {
+      schema: {
+        ...hidden,
+        body: { type: 'object', additionalProperties: false, properties: { email: { type: 'string', minLength: 3, maxLength: 320, description: 'Only this address may use the code.' } } },
+      },
+    },
+    async (request: FastifyRequest<{ Body: { email?: string } | undefined }>, reply) => {
+      const { row, code } = await createInvite(database, clock, request.account.id, request.body?.email);
+      return reply
+        .code(201)
+        .header('cache-control', 'no-store')
+        .send({
+          success: true,
+          data: {
+            inviteId: row.id,
+            code,
+            email: row.email,
+            signupUrl: `${config.publicUrl}/signup?invite=${encodeURIComponent(code)}`,
+            expiresAt: iso(row.expires_at),
+          },
+        });
+    },
+  );
+
+  app.delete('/admin/invites/:inviteId', { schema: { ...hidden, params: idParam('inviteId', 'inv') } }, async (request: FastifyRequest<{ Params: { inviteId: string } }>) => {
+    if (!(await revokeInvite(database, clock, request.params.inviteId))) throw notFound('Invitation');
+    return { success: true, data: { inviteId: request.params.inviteId, revoked: true } };
+  });
+}

@@ -1,0 +1,24 @@
+// The job kinds for the playground's forms, straight from the operations registry: each kind's
+// request body as the API validates it (the same schema builders as the job routes), so the
+// dashboard never restates an option by hand.
+import type { FastifyInstance } from 'fastify';
+import { OPERATIONS } from '../../../operations/registry.js';
+import type { Services } from '../../../services.js';
+import { batchBodySchema, singleBodySchema } from '../jobs.js';
+
+export function operationsRoutes(app: FastifyInstance, _services: Services): void {
+  const operations = OPERATIONS.map((op) => ({
+    kind: op.kind,
+    summary: op.summary,
+    description: op.description,
+    accepts: op.accepts,
+    multiInput: op.multiInput ?? null,
+    batch: op.batch,
+    body: singleBodySchema(op),
+    batchBody: op.batch ? batchBodySchema(op) : null,
+  }));
+  app.get('/operations', { schema: { hide: true, tags: ['Dashboard'] } }, async (request) => ({
+    success: true,
+    data: { operations, limits: { batchSize: request.limits.batchSize, maxFileBytes: request.limits.maxFileBytes } },
+  }));
+}

@@ -1,0 +1,202 @@
+// Small pieces the pages share.
+import { useCallback, useEffect, useRef, useState, type ReactNode } from 'react';
+import { ApiError, fetchBlob, previewUrl, type TaskStatus } from './api';
+
+/** Runs `load` when `deps` change; `reload` runs it again. Errors are kept, not thrown. */
+export function useAsync<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[]) {
+  const [data, setData] = useState<T>();
+  const [error, setError] = useState<Error>();
+  const [loading, setLoading] = useState(true);
+  const [version, setVersion] = useState(0);
+  useEffect(() => {
+    const controller = new AbortController();
+    setLoading(true);
+    load(controller.signal).then(
+      (value) => {
+        if (controller.signal.aborted) return;
+        setData(value);
+        setError(undefined);
+        setLoading(false);
+      },
+      (err: Error) => {
+        if (controller.signal.aborted) return;
+        setError(err);
+        setLoading(false);
+      },
+    );
+    return () => controller.abort();
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [...deps, version]);
+  const reload = useCallback(() => setVersion((v) => v + 1), []);
+  return { data, error, loading, reload, setData };
+}
+
+export function ErrorBox({ error }: { error: unknown }) {
+  if (!error) return null;
+  const e = error as Error;
+  return (
+    <div className="error" role="alert">
+      {e instanceof ApiError ? (
+        <>
+          <strong>{e.code}</strong> {e.message}
+          {e.fields.length > 0 && (
+            <ul>
+              {e.fields.map((f) => (
+                <li key={f.field + f.message}>
+                  <code>{f.field}</code>: {f.message}
+                </li>
+              ))}
+            </ul>
+          )}
+          {e.requestId && <div className="muted small">request {e.requestId}</div>}
+        </>
+      ) : (
+        e.message
+      )}
+    </div>
+  );
+}
+
+/** A usage bar: `used` of `limit`, coloured as it fills. */
+export function UsageBar(props: { label: string; used: number; limit: number; format: (n: number) => string; note?: ReactNode; testId?: string }) {
+  const { used, limit } = props;
+  const fraction = limit > 0 ? Math.min(1, used / limit) : used > 0 ? 1 : 0;
+  const level = fraction >= 0.9 ? 'high' : fraction >= 0.7 ? 'mid' : 'low';
+  return (
+    <div className="usage" data-testid={props.testId}>
+      <div className="usage-head">
+        <span>{props.label}</span>
+        <span className="usage-numbers">
+          {props.format(used)} / {limit > 0 ? props.format(limit) : 'none on this plan'}
+        </span>
+      </div>
+      <div className="bar" role="progressbar" aria-label={props.label} aria-valuemin={0} aria-valuemax={limit} aria-valuenow={used}>
+        <div className={`bar-fill ${level}`} style={{ width: `${(fraction * 100).toFixed(1)}%` }} />
+      </div>
+      {props.note && <div className="muted small">{props.note}</div>}
+    </div>
+  );
+}
+
+export function ProgressBar({ value, label }: { value: number; label: string }) {
+  return (
+    <div className="bar thin" role="progressbar" aria-label={label} aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(value)}>
+      <div className="bar-fill low" style={{ width: `${Math.max(0, Math.min(100, value)).toFixed(0)}%` }} />
+    </div>
+  );
+}
+
+export function StatusBadge({ status }: { status: TaskStatus | string }) {
+  return <span className={`badge status-${status}`}>{status}</span>;
+}
+
+/**
+ * A preview of a stored file through GET /api/preview (the session's cookie goes with the fetch;
+ * the image is shown from a blob: URL). Files without a preview show their format instead.
+ */
+export function Thumb({ fileId, format, box = 160, alt, eager }: { fileId: string; format?: string; box?: number; alt: string; eager?: boolean }) {
+  const [src, setSrc] = useState<string>();
+  const [failed, setFailed] = useState(false);
+  const ref = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    const controller = new AbortController();
+    let url: string | undefined;
+    const start = () =>
+      fetchBlob(previewUrl(fileId, box), controller.signal).then(
+        (blob) => {
+          url = URL.createObjectURL(blob);
+          setSrc(url);
+        },
+        () => {
+          if (!controller.signal.aborted) setFailed(true);
+        },
+      );
+    // Only what scrolls into view is fetched.
+    const node = ref.current;
+    let observer: IntersectionObserver | undefined;
+    if (node && !eager && 'IntersectionObserver' in window) {
+      observer = new IntersectionObserver((entries) => {
+        if (entries.some((e) => e.isIntersecting)) {
+          observer?.disconnect();
+          void start();
+        }
+      });
+      observer.observe(node);
+    } else {
+      void start();
+    }
+    return () => {
+      observer?.disconnect();
+      controller.abort();
+      if (url) URL.revokeObjectURL(url);
+    };
+  }, [fileId, box, eager]);
+  return (
+    <div className={box > 160 ? 'thumb thumb-large' : 'thumb'} ref={ref}>
+      {src ? <img src={src} alt={alt} /> : <span className="thumb-placeholder">{failed ? (format ?? 'file').toUpperCase() : '…'}</span>}
+    </div>
+  );
+}
+
+export function CopyButton({ text, label = 'Copy' }: { text: string; label?: string }) {
+  const [copied, setCopied] = useState(false);
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch {
+      // No clipboard permission (an insecure origin, a headless browser): select for Ctrl+C.
+      const field = document.createElement('textarea');
+      field.value = text;
+      document.body.appendChild(field);
+      field.select();
+      document.execCommand('copy');
+      field.remove();
+    }
+    setCopied(true);
+    setTimeout(() => setCopied(false), 2000);
+  };
+  return (
+    <button type="button" className="secondary" onClick={copy}>
+      {copied ? 'Copied' : label}
+    </button>
+  );
+}
+
+/** Newest-first pages by cursor: remembers the cursors behind for "Previous". */
+export function useCursorPages() {
+  const [stack, setStack] = useState<(string | undefined)[]>([undefined]);
+  const cursor = stack[stack.length - 1];
+  return {
+    cursor,
+    page: stack.length,
+    next: (nextCursor: string) => setStack((s) => [...s, nextCursor]),
+    previous: () => setStack((s) => (s.length > 1 ? s.slice(0, -1) : s)),
+    reset: () => setStack([undefined]),
+  };
+}
+
+export function Pager(props: { page: number; hasNext: boolean; onNext: () => void; onPrevious: () => void }) {
+  return (
+    <div className="pager">
+      <button type="button" className="secondary" disabled={props.page <= 1} onClick={props.onPrevious}>
+        ← Newer
+      </button>
+      <span className="muted">page {props.page}</span>
+      <button type="button" className="secondary" disabled={!props.hasNext} onClick={props.onNext}>
+        Older →
+      </button>
+    </div>
+  );
+}
+
+export function PageTitle({ title, children }: { title: string; children?: ReactNode }) {
+  useEffect(() => {
+    document.title = `${title} · imgapi`;
+  }, [title]);
+  return (
+    <div className="page-title">
+      <h1>{title}</h1>
+      {children && <div className="page-actions">{children}</div>}
+    </div>
+  );
+}

@@ -1,0 +1,26 @@
+// Builds the dashboard to dist/, which the API server serves at / (src/http/routes/dashboard/web.ts).
+// Everything is bundled: no CDN, no external fonts, no inline script (the server's CSP forbids them).
+import react from '@vitejs/plugin-react';
+import { defineConfig } from 'vite';
+
+export default defineConfig({
+  plugins: [react()],
+  build: {
+    outDir: 'dist',
+    emptyOutDir: true,
+    assetsDir: 'assets',
+    // Inline assets would become data: URLs in CSS/JS; keep every asset a file of this origin.
+    assetsInlineLimit: 0,
+    sourcemap: false,
+    // No modulepreload polyfill: it would be an extra inline-looking shim for old browsers only.
+    modulePreload: { polyfill: false },
+  },
+  server: {
+    // `npm run dev` next to a running server: the API and auth routes go to it.
+    proxy: {
+      '/api': 'http://localhost:3000',
+      '/auth': 'http://localhost:3000',
+      '/dashboard-api': 'http://localhost:3000',
+    },
+  },
+});

@@ -23,11 +23,28 @@ import sharp from 'sharp';
 import { loadAverage, MiB } from './lib/proc.js';
 import { meetsTarget, type BenchContext, type Row, type Scenario, type ScenarioResult } from './lib/types.js';
 import { resizeThroughput } from './scenarios/resize-throughput.js';
+import { presentationScenario } from './presentation.js';
+import { presignScenario } from './presign.js';
+
+/** Wraps a scenario that reports named text values (no baseline of its own). */
+function textScenario(name: string, title: string, run: () => Promise<{ name: string; value: string }[]>): Scenario {
+  return {
+    name,
+    title,
+    async run() {
+      const rows = await run();
+      return {
+        rows: rows.map((r) => ({ scenario: name, variant: r.name, metric: 'measured', value: null, unit: '', note: r.value })),
+        report: rows.map((r) => `${r.name}: ${r.value}`),
+      };
+    },
+  };
+}
 
 const scenarios: Scenario[] = [
   resizeThroughput,
-  // presentationToImages — a 10-slide PPTX → images (to come)
-  // presignedUploadRss   — memory while a large presigned upload streams in (to come)
+  textScenario('presentation', '10-slide PPTX → images: first conversion after start, then the following ones', presentationScenario),
+  textScenario('presign', 'Presigned PUT of the Max plan\'s largest file: API RSS growth (target < 64 MiB) and throughput', presignScenario),
 ];
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

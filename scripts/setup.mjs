@@ -39,9 +39,13 @@ const SYSTEM_PACKAGES = [
     why: 'converts presentations',
   },
   {
-    what: 'Carlito font',
-    // fontconfig provides fc-list itself; without it this probe could never succeed.
-    probe: () => /Carlito/.test(output('fc-list', [':', 'family']) ?? ''),
+    what: 'fonts (Carlito, Caladea, Liberation, DejaVu, Noto, Noto CJK)',
+    // fontconfig provides fc-list itself; without it this probe could never succeed. Every
+    // family is checked, so a machine that has some of the set still gets the rest.
+    probe: () => {
+      const families = output('fc-list', [':', 'family']) ?? '';
+      return ['Carlito', 'Caladea', 'Liberation Sans', 'DejaVu Sans', 'Noto Sans', 'Noto Sans CJK'].every((family) => families.includes(family));
+    },
     packages: [
       'fontconfig',
       'fonts-crosextra-carlito',

@@ -14,10 +14,12 @@ import { fileRoutes } from './http/routes/files.js';
 import { jobRoutes } from './http/routes/jobs.js';
 import { opsRoutes } from './http/routes/ops.js';
 import { taskRoutes } from './http/routes/tasks.js';
+import { uploadReceiverRoutes, uploadRoutes } from './http/routes/uploads.js';
+import { dashboardRoutes } from './http/routes/dashboard/index.js';
 
 export const API_DESCRIPTION = `Upload images and presentations, start asynchronous jobs, poll the task, download the output.
 
-Every \`/api/*\` request carries \`x-api-key\`. Successes answer \`{"success": true, "data": …}\`; failures answer
+Every \`/api/*\` request carries \`x-api-key\` (the dashboard's own calls use its session cookie instead, and send its CSRF token in \`x-csrf-token\` on state-changing ones). Successes answer \`{"success": true, "data": …}\`; failures answer
 \`{"success": false, "error": {"code", "message", "details?", "requestId"}}\` and every response carries \`x-request-id\`.
 JSON bodies are taken exactly as sent: unknown fields are rejected with 400 VALIDATION_ERROR naming each field.
 Every POST accepts \`Idempotency-Key\`.
@@ -50,6 +52,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     frameworkErrors,
     bodyLimit: 1024 * 1024,
     ajv: { customOptions: { removeAdditional: false } },
+    // Behind a reverse proxy (TRUST_PROXY), the client address (login throttling) comes from X-Forwarded-For.
+    trustProxy: services.config.trustProxy,
   });
 
   app.addHook('onRequest', async (request, reply) => {
@@ -90,12 +94,18 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       await api.register(multipart, { limits: { fieldNameSize: 100, headerPairs: 100 } });
       api.addHook('onRequest', apiKeyAuth(services));
       fileRoutes(api, services);
+      uploadRoutes(api, services);
       jobRoutes(api, services);
       taskRoutes(api, services);
       accountRoutes(api, services);
     },
     { prefix: '/api' },
   );
+  // Direct uploads' PUT (local storage): outside /api, authorised by the URL's signature alone.
+  await uploadReceiverRoutes(app, services);
+
+  // The dashboard: pages and static files at /, sessions at /auth/*, its own routes at /dashboard-api/*.
+  await dashboardRoutes(app, services);
 
   return app;
 }

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 
-export type IdPrefix = 'file' | 'task' | 'batch' | 'upl' | 'acct' | 'key' | 'req';
+export type IdPrefix = 'file' | 'task' | 'batch' | 'upl' | 'acct' | 'key' | 'req' | 'inv';
 
 /** Opaque, unguessable ids: a type prefix and 144 random bits. */
 export function newId(prefix: IdPrefix): string {

@@ -6,24 +6,30 @@ import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { createServices, type Services } from './services.js';
 import { WorkerPool } from './worker/worker.js';
-import { checkPlan, createAccount, createApiKey, findAccountByEmail, listApiKeys, revokeApiKey, setPlan } from './accounts/accounts.js';
+import { checkPlan, createAccount, createApiKey, findAccountByEmail, hashPassword, listApiKeys, revokeApiKey, setPlan } from './accounts/accounts.js';
+import { announceSetupToken } from './accounts/onboarding.js';
+import { deleteSessionsOf } from './accounts/sessions.js';
 import { AppError } from './errors.js';
 import { iso } from './clock.js';
 
 const USAGE = `Usage: imgapi <command> [options]
 
-  serve [--role all|api]          HTTP API with in-process workers (default role: all)
-  worker                          workers only, no HTTP
+  serve [--role all|api]          HTTP API with in-process workers (default role: all;
+                                  api: HTTP only, for many API processes sharing PostgreSQL)
+  worker                          workers only, no HTTP (and the periodic sweeps)
   migrate                         bring the database schema up to date and exit
 
   users create --email E --plan free|pro|max [--admin] [--password P]
   users set-plan --email E --plan free|pro|max
+  users set-password --email E --password P   (ends the account's dashboard sessions)
   keys create --email E --name N  prints the new API key alone on stdout
   keys list --email E
   keys revoke --email E --id KEY_ID
 
 Environment: PORT, HOST, PUBLIC_URL, DATA_DIR, DATABASE_URL, PLANS_FILE, WORKER_CONCURRENCY,
-TASK_TIMEOUT_SECONDS, TASK_LEASE_SECONDS, QUEUE_POLL_MS, LOG_LEVEL (see README.md).`;
+TASK_TIMEOUT_SECONDS, TASK_LEASE_SECONDS, QUEUE_POLL_MS, LOG_LEVEL, SIGNUP_MODE, SESSION_TTL_HOURS,
+DASHBOARD_DIR, TRUST_PROXY, STORAGE, S3_BUCKET, S3_ENDPOINT, S3_REGION, S3_FORCE_PATH_STYLE,
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, UPLOAD_URL_TTL_SECONDS, UPLOAD_SIGNING_SECRET (see README.md).`;
 
 class UsageError extends Error {}
 
@@ -70,9 +76,17 @@ async function serve(role: string): Promise<number> {
       await services.close();
       throw new ConfigError([`PORT/HOST: cannot listen on ${config.host}:${config.port} (${code})`]);
     }
-    services.logger.info({ url: config.publicUrl, role, workers: workers.concurrency, database: config.database.dialect }, 'imgapi is serving');
+    services.logger.info(
+      { url: config.publicUrl, role, workers: workers.concurrency, workerId: workers.id, database: config.database.dialect, storage: services.storage.name },
+      'imgapi is serving',
+    );
+    // A fresh installation: the operator creates the first administrator with a one-time token.
+    await announceSetupToken({ database: services.database, clock: services.clock, logger: services.logger, publicUrl: config.publicUrl });
   } else {
-    services.logger.info({ role, workers: workers.concurrency, database: config.database.dialect }, 'imgapi worker started');
+    services.logger.info(
+      { role, workers: workers.concurrency, workerId: workers.id, database: config.database.dialect, storage: services.storage.name },
+      'imgapi worker started',
+    );
   }
   workers.start();
   services.maintenance.start();
@@ -90,8 +104,9 @@ async function serve(role: string): Promise<number> {
 
 async function shutdown(services: Services, workers: WorkerPool, app: Awaited<ReturnType<typeof buildApp>> | undefined) {
   const force = setTimeout(() => process.exit(1), 30_000).unref();
-  await app?.close();
-  await workers.stop(20_000);
+  // At once and together: no new requests and no new claims; in-flight requests end, running
+  // tasks finish within 20 s or go back to the queue.
+  await Promise.all([app?.close(), workers.stop(20_000)]);
   await services.close();
   clearTimeout(force);
 }
@@ -138,6 +153,15 @@ async function admin(group: string, command: string | undefined, args: string[])
         const plan = checkPlan(need('plan'));
         await setPlan(database, found.id, plan);
         console.error(`${found.email}: plan ${found.plan} → ${plan}`);
+        return 0;
+      }
+      case 'users set-password': {
+        const found = await account();
+        const password = need('password');
+        if (password.length < 8) throw new UsageError('--password needs at least 8 characters');
+        await database.db.updateTable('accounts').set({ password_hash: await hashPassword(password) }).where('id', '=', found.id).execute();
+        await deleteSessionsOf(database, found.id);
+        console.error(`${found.email}: password set; dashboard sessions ended`);
         return 0;
       }
       case 'keys create': {

@@ -1,11 +1,14 @@
 // Periodic work: the retention sweep (expired files lose their bytes and their storage charge),
-// and pruning of old idempotency records and rate-limit windows. Every process runs the ticker;
-// a conditional update elects one of them per tick, so the work runs once however many run.
+// the release of abandoned direct uploads, and pruning of old idempotency records and rate-limit
+// windows. Every process runs the ticker; a conditional update elects one of them per tick, so
+// the work runs once however many run.
 import type { Logger } from 'pino';
 import type { Clock } from './clock.js';
 import type { Database } from './db/database.js';
 import { releaseStorage } from './accounts/quota.js';
+import { sweepUploads } from './files/direct-upload.js';
 import { pruneRateLimits } from './accounts/rate-limit.js';
+import { pruneSessions } from './accounts/sessions.js';
 import { IDEMPOTENCY_WINDOW_MS } from './http/idempotency.js';
 import type { ObjectStorage } from './storage/storage.js';
 
@@ -103,8 +106,12 @@ export class Maintenance {
     const now = clock.now();
     if (!force && !(await claimTick(database, SWEEP, now, this.intervalMs))) return false;
     const swept = await sweepExpiredFiles(this.deps, now);
+    // Presigned uploads never confirmed: bytes deleted, reservation released.
+    const abandoned = await sweepUploads(this.deps, now);
+    if (abandoned) logger.info({ abandoned }, 'upload sweep released abandoned direct uploads');
     await database.db.deleteFrom('idempotency_keys').where('created_at', '<', now - IDEMPOTENCY_WINDOW_MS).execute();
     await pruneRateLimits(database, now);
+    await pruneSessions(database, now);
     if (swept) logger.info({ swept }, 'retention sweep deleted expired files');
     return true;
   }

@@ -1,17 +1,19 @@
 // The services one process holds, created once from the configuration and passed explicitly
 // (no module-level singletons), so tests can build as many independent instances as they need.
-import path from 'node:path';
 import pino, { type Logger } from 'pino';
 import sharp from 'sharp';
 import { systemClock, type Clock } from './clock.js';
-import { prepareDataDir, type Config } from './config.js';
+import { prepareDataDir, uploadSigningSecret, type Config } from './config.js';
 import { migrate, openDatabase, type Database } from './db/database.js';
 import { loadPlans, type PlanTable } from './accounts/plans.js';
 import { Maintenance } from './maintenance.js';
 import { createMetrics, type Metrics } from './metrics.js';
+import { DirectUploads } from './files/direct-upload.js';
 import { QueueEvents } from './queue/events.js';
+import { PgWakeups } from './queue/notify.js';
 import { TaskQueue } from './queue/queue.js';
 import { LocalStorage } from './storage/local.js';
+import { S3Storage } from './storage/s3.js';
 import type { ObjectStorage } from './storage/storage.js';
 
 export interface Services {
@@ -26,6 +28,8 @@ export interface Services {
   metrics: Metrics;
   /** Periodic work (retention sweep); started by the processes that serve or work. */
   maintenance: Maintenance;
+  /** Presigned direct uploads (presign, the local PUT, confirm). */
+  uploads: DirectUploads;
   close(): Promise<void>;
 }
 
@@ -39,6 +43,15 @@ export function createLogger(config: Config): Logger {
     level: config.logLevel,
     // Never log credentials, even when a request is logged whole.
     redact: ['req.headers["x-api-key"]', 'req.headers.cookie', 'req.headers.authorization', 'headers["x-api-key"]'],
+    serializers: {
+      // A presigned upload URL's query is a credential until it expires: log the path only.
+      req: (req: { method?: string; url?: string; hostname?: string; ip?: string }) => ({
+        method: req.method,
+        url: req.url?.startsWith('/uploads/') ? req.url.replace(/\?.*$/, '?[signed]') : req.url,
+        hostname: req.hostname,
+        remoteAddress: req.ip,
+      }),
+    },
   });
 }
 
@@ -56,14 +69,26 @@ export async function createServices(config: Config, overrides: ServiceOverrides
   const clock = overrides.clock ?? systemClock;
   const events = new QueueEvents();
   const queue = new TaskQueue(database, clock, events);
-  const storage = new LocalStorage(path.join(config.dataDir, 'objects'));
+  const storage: ObjectStorage = config.storage.kind === 's3' ? new S3Storage(config.storage) : new LocalStorage(config.storage.root);
   const logger = overrides.logger ?? createLogger(config);
+  const uploads = new DirectUploads({
+    database,
+    storage,
+    clock,
+    publicUrl: config.publicUrl,
+    urlTtlMs: config.uploadUrlTtlMs,
+    signingSecret: storage.presignPut ? undefined : uploadSigningSecret(config),
+  });
+  // Wake-ups across processes where the database carries them (PostgreSQL LISTEN/NOTIFY).
+  const wakeups = database.postgresUrl ? new PgWakeups(database, database.postgresUrl, events, logger) : undefined;
+  wakeups?.start();
   const maintenance = new Maintenance({ database, storage, clock, logger }, config.sweepIntervalMs);
   return {
     config,
     clock,
     logger,
     maintenance,
+    uploads,
     database,
     storage,
     plans,
@@ -72,6 +97,8 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     metrics: createMetrics(() => queue.queueDepth()),
     async close() {
       await maintenance.stop();
+      await wakeups?.stop();
+      storage.close?.();
       await database.close();
     },
   };

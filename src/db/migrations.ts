@@ -148,4 +148,77 @@ export const migrations: Record<string, Migration> = {
       await db.schema.alterTable('accounts').addColumn('last_served_at', ms, (c) => c.notNull().defaultTo(0)).execute();
     },
   },
+  '0003_uploads': {
+    async up(db: Kysely<any>) {
+      // Direct uploads: presigned, then PUT by the client, then confirmed into a file. The declared
+      // size is reserved in accounts.storage_used from presign until the file exists or the upload
+      // is abandoned (the sweep then deletes whatever arrived and releases the reservation).
+      await db.schema
+        .createTable('uploads')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        // The file the upload becomes, fixed at presign: concurrent confirms agree on it.
+        .addColumn('file_id', 'text', (c) => c.notNull().unique())
+        .addColumn('filename', 'text', (c) => c.notNull())
+        .addColumn('content_type', 'text')
+        .addColumn('size', ms, (c) => c.notNull())
+        // pending → confirmed | expired
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .addColumn('url_expires_at', ms, (c) => c.notNull())
+        // Confirm is accepted until then; after it the sweep cleans up.
+        .addColumn('expires_at', ms, (c) => c.notNull())
+        .addColumn('confirmed_at', ms)
+        .addColumn('swept_at', ms)
+        .execute();
+      await db.schema.createIndex('uploads_sweep').on('uploads').columns(['swept_at', 'expires_at']).execute();
+    },
+  },
+  '0004_dashboard': {
+    async up(db: Kysely<any>) {
+      // Dashboard sessions: the cookie holds a random token, the table only its SHA-256.
+      await db.schema
+        .createTable('sessions')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('csrf_token', 'text', (c) => c.notNull())
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .addColumn('expires_at', ms, (c) => c.notNull())
+        .addColumn('user_agent', 'text')
+        .execute();
+      await db.schema.createIndex('sessions_account').on('sessions').column('account_id').execute();
+      await db.schema.createIndex('sessions_expires').on('sessions').column('expires_at').execute();
+
+      // Attempts at login, sign-up and setup per email and per client address, in windows of
+      // minutes (rate_limits holds one-second windows and is pruned every minute).
+      await db.schema
+        .createTable('auth_throttle')
+        .addColumn('subject', 'text', (c) => c.primaryKey())
+        .addColumn('window_start', ms, (c) => c.notNull())
+        .addColumn('count', 'integer', (c) => c.notNull())
+        .execute();
+
+      // One-time tokens for creating the first administrator, printed in the server's log.
+      await db.schema
+        .createTable('setup_tokens')
+        .addColumn('token_hash', 'text', (c) => c.primaryKey())
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .addColumn('expires_at', ms, (c) => c.notNull())
+        .execute();
+
+      // Invitations to sign up when SIGNUP_MODE=invite; the code is shown once, stored hashed.
+      await db.schema
+        .createTable('invites')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('code_hash', 'text', (c) => c.notNull().unique())
+        .addColumn('prefix', 'text', (c) => c.notNull())
+        .addColumn('email', 'text')
+        .addColumn('created_by', 'text', (c) => c.notNull())
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .addColumn('expires_at', ms, (c) => c.notNull())
+        .addColumn('used_at', ms)
+        .addColumn('used_by', 'text')
+        .execute();
+    },
+  },
 };

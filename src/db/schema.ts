@@ -114,7 +114,63 @@ export interface PeriodicRunsTable {
   last_run: number;
 }
 
+export interface SessionsTable {
+  /** SHA-256 of the cookie's token. */
+  id: string;
+  account_id: string;
+  csrf_token: string;
+  created_at: number;
+  expires_at: number;
+  user_agent: string | null;
+}
+
+export interface AuthThrottleTable {
+  subject: string;
+  window_start: number;
+  count: number;
+}
+
+export interface SetupTokensTable {
+  token_hash: string;
+  created_at: number;
+  expires_at: number;
+}
+
+export interface InvitesTable {
+  id: string;
+  code_hash: string;
+  prefix: string;
+  email: string | null;
+  created_by: string;
+  created_at: number;
+  expires_at: number;
+  used_at: number | null;
+  used_by: string | null;
+}
+
+export type UploadStatus = 'pending' | 'confirmed' | 'expired';
+
+export interface UploadsTable {
+  id: string;
+  account_id: string;
+  file_id: string;
+  filename: string;
+  content_type: string | null;
+  size: number;
+  status: UploadStatus;
+  created_at: number;
+  url_expires_at: number;
+  expires_at: number;
+  confirmed_at: number | null;
+  swept_at: number | null;
+}
+
 export interface DB {
+  uploads: UploadsTable;
+  sessions: SessionsTable;
+  auth_throttle: AuthThrottleTable;
+  setup_tokens: SetupTokensTable;
+  invites: InvitesTable;
   rate_limits: RateLimitsTable;
   periodic_runs: PeriodicRunsTable;
   accounts: AccountsTable;

@@ -1,15 +1,17 @@
 // Uploads: streamed to storage while a meter counts bytes (the plan's size limit holds while
 // streaming), hashes them, and sniffs the type from the first bytes — refusing an unknown type
-// before the rest of the body is stored.
+// before the rest of the body is stored. A ZIP or OLE2 head passes as a provisional container:
+// which presentation it is (if any) is decided from the stored object's directory.
 import crypto from 'node:crypto';
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
 import sharp from 'sharp';
 import type { Clock } from '../clock.js';
 import type { Tx } from '../db/database.js';
 import { AppError } from '../errors.js';
-import { newId } from '../ids.js';
+import { newId, sha256Hex } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
 import { chargeStorage } from '../accounts/quota.js';
+import { containerKind, identifyPresentation, NotAPresentation, storageSource } from '../documents/container.js';
 import { sniff, SNIFF_HEAD_BYTES, type Sniffed } from '../imaging/sniff.js';
 import { FILE_EXTENSIONS } from '../imaging/formats.js';
 import { uploadKey, type ObjectStorage } from '../storage/storage.js';
@@ -18,9 +20,13 @@ import { fileToApi, type FileRecord } from './files.js';
 /** Bytes kept in memory to read the header (JPEG metadata can push the frame header far in). */
 const PROBE_BYTES = 1024 * 1024;
 
+const ACCEPTED = ['jpeg', 'png', 'webp', 'gif', 'avif', 'heic', 'tiff', 'bmp', 'svg', 'pptx', 'ppsx', 'ppt', 'odp'];
+
 export class UploadMeter extends Transform {
   size = 0;
   sniffed: Sniffed | undefined;
+  /** A ZIP or OLE2 head: perhaps a presentation, decided once the object is stored. */
+  container: 'zip' | 'ole' | undefined;
   private readonly hash = crypto.createHash('sha256');
   private readonly headChunks: Buffer[] = [];
   private headLength = 0;
@@ -50,7 +56,7 @@ export class UploadMeter extends Transform {
     }
     this.hash.update(chunk);
     // Refuse an unknown type as soon as enough bytes arrived, not after storing everything.
-    if (!this.sniffed && this.headLength >= SNIFF_HEAD_BYTES) {
+    if (!this.sniffed && !this.container && this.headLength >= SNIFF_HEAD_BYTES) {
       const error = this.identify();
       if (error) return callback(error);
     }
@@ -59,7 +65,7 @@ export class UploadMeter extends Transform {
 
   override _flush(callback: TransformCallback): void {
     if (this.size === 0) return callback(new AppError('VALIDATION_ERROR', 'The file is empty', { fields: [{ field: 'file', message: 'is empty' }] }));
-    callback(this.sniffed ? null : this.identify());
+    callback(this.sniffed || this.container ? null : this.identify());
   }
 
   private identify(): AppError | null {
@@ -68,10 +74,12 @@ export class UploadMeter extends Transform {
       this.sniffed = result;
       return null;
     }
+    if (!result) {
+      this.container = containerKind(this.head);
+      if (this.container) return null;
+    }
     const reason = result ? result.reason : 'The file is not an image or presentation this service reads';
-    return new AppError('UNSUPPORTED_MEDIA_TYPE', reason, {
-      accepted: ['jpeg', 'png', 'webp', 'gif', 'avif', 'heic', 'tiff', 'bmp', 'svg'],
-    });
+    return new AppError('UNSUPPORTED_MEDIA_TYPE', reason, { accepted: ACCEPTED });
   }
 }
 
@@ -101,18 +109,68 @@ async function probeHeader(head: Buffer): Promise<{ width?: number; height?: num
   }
 }
 
+type Header = { width?: number; height?: number; pages?: number };
+
 export interface StoredUpload {
   fileId: string;
   key: string;
   size: number;
-  sha256: string;
-  sniffed: Sniffed;
+  /** The download's strong validator. */
+  etag: string;
+  sniffed: { format: string; mimeType: string };
   filename: string;
-  header: { width?: number; height?: number; pages?: number };
+  header: Header;
+}
+
+/**
+ * What a stored object is, from its first bytes (`head`, up to PROBE_BYTES) and, for a ZIP or
+ * OLE2 container, its directory read from storage: the type, the header's dimensions and a safe
+ * file name. Throws UNSUPPORTED_MEDIA_TYPE for what this service does not read. Upload and the
+ * confirmation of a direct upload both decide through here.
+ */
+async function identifyStored(
+  storage: ObjectStorage,
+  key: string,
+  size: number,
+  head: Buffer,
+  filename: string | undefined,
+): Promise<Pick<StoredUpload, 'sniffed' | 'header' | 'filename'>> {
+  const sniffed = sniff(head);
+  if (sniffed && !('refused' in sniffed)) {
+    const { unreadable, ...header } = await probeHeader(head);
+    if (unreadable && sniffed.format === 'avif') {
+      throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'AVIF image sequences (animated AVIF without a still image) are not supported');
+    }
+    return { sniffed, header, filename: safeFilename(filename, sniffed.format) };
+  }
+  if (!sniffed && containerKind(head)) {
+    // Which presentation, from the ZIP's central directory or the OLE2 directory (random reads).
+    const source = storageSource(storage, key, size);
+    try {
+      const identified = await identifyPresentation(source);
+      return {
+        sniffed: { format: identified.format, mimeType: identified.mimeType },
+        header: {},
+        filename: safeFilename(filename, identified.format),
+      };
+    } catch (err) {
+      if (err instanceof NotAPresentation) throw new AppError('UNSUPPORTED_MEDIA_TYPE', err.message, { accepted: ACCEPTED });
+      throw err;
+    } finally {
+      await source.close();
+    }
+  }
+  const reason = sniffed ? sniffed.reason : 'The file is not an image or presentation this service reads';
+  throw new AppError('UNSUPPORTED_MEDIA_TYPE', reason, { accepted: ACCEPTED });
 }
 
 /** Streams the body into storage under a fresh id. Nothing is left behind when it fails. */
-export async function storeUpload(storage: ObjectStorage, body: Readable, filename: string | undefined, limits: PlanLimits): Promise<StoredUpload> {
+export async function storeUpload(
+  storage: ObjectStorage,
+  body: Readable,
+  filename: string | undefined,
+  limits: PlanLimits,
+): Promise<StoredUpload & { sha256: string }> {
   const fileId = newId('file');
   const key = uploadKey(fileId);
   const meter = new UploadMeter(limits.maxFileBytes);
@@ -124,26 +182,52 @@ export async function storeUpload(storage: ObjectStorage, body: Readable, filena
     // The multipart parser truncates a part past its limit; the meter's own error says why.
     throw err;
   }
-  const sniffed = meter.sniffed!;
-  const header = await probeHeader(meter.head);
-  if (header.unreadable && sniffed.format === 'avif') {
-    await storage.delete(key);
-    throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'AVIF image sequences (animated AVIF without a still image) are not supported');
+  try {
+    const identified = await identifyStored(storage, key, meter.size, meter.head, filename);
+    const sha256 = meter.sha256;
+    return { fileId, key, size: meter.size, sha256, etag: sha256.slice(0, 32), ...identified };
+  } catch (err) {
+    await storage.delete(key).catch(() => {});
+    throw err;
   }
-  return {
-    fileId,
-    key,
-    size: meter.size,
-    sha256: meter.sha256,
-    sniffed,
-    filename: safeFilename(filename, sniffed.format),
-    header,
-  };
 }
 
-/** Records an upload and charges its bytes to the account's storage, in the caller's transaction. */
-export async function recordUpload(tx: Tx, clock: Clock, accountId: string, limits: PlanLimits, upload: StoredUpload) {
-  await chargeStorage(tx, accountId, limits, upload.size);
+/**
+ * Inspects an object that arrived without passing through this service (a direct upload) as an
+ * upload is inspected while it streams: the plan's size limit, then what it is from its first
+ * bytes — one ranged read, never the whole object. Throws the same errors as an upload.
+ */
+export async function inspectStoredObject(
+  storage: ObjectStorage,
+  object: { fileId: string; key: string; size: number; filename: string },
+  limits: PlanLimits,
+): Promise<StoredUpload> {
+  if (object.size === 0) throw new AppError('VALIDATION_ERROR', 'The file is empty', { fields: [{ field: 'file', message: 'is empty' }] });
+  if (object.size > limits.maxFileBytes) {
+    throw new AppError('FILE_TOO_LARGE', `The file is larger than the plan's limit of ${limits.maxFileBytes} bytes`, { limit: limits.maxFileBytes });
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of await storage.get(object.key, { start: 0, end: Math.min(object.size, PROBE_BYTES) - 1 })) chunks.push(chunk as Buffer);
+  const head = Buffer.concat(chunks).subarray(0, PROBE_BYTES);
+  const identified = await identifyStored(storage, object.key, object.size, head, object.filename);
+  // The bytes were not streamed through this service to hash them; a file's bytes never change,
+  // so its id is as strong a validator.
+  return { fileId: object.fileId, key: object.key, size: object.size, etag: sha256Hex(object.fileId).slice(0, 32), ...identified };
+}
+
+/**
+ * Records an upload in the caller's transaction and charges its bytes to the account's storage,
+ * unless they are already `reserved` (a confirmed direct upload: its reservation becomes the file).
+ */
+export async function recordUpload(
+  tx: Tx,
+  clock: Clock,
+  accountId: string,
+  limits: PlanLimits,
+  upload: StoredUpload,
+  options: { reserved?: boolean } = {},
+) {
+  if (!options.reserved) await chargeStorage(tx, accountId, limits, upload.size);
   const now = clock.now();
   const row: FileRecord = {
     id: upload.fileId,
@@ -157,7 +241,7 @@ export async function recordUpload(tx: Tx, clock: Clock, accountId: string, limi
     width: upload.header.width ?? null,
     height: upload.header.height ?? null,
     pages: upload.header.pages ?? null,
-    etag: upload.sha256.slice(0, 32),
+    etag: upload.etag,
     task_id: null,
     output_index: null,
     created_at: now,

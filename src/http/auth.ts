@@ -1,9 +1,12 @@
 // Authentication of /api/*: an API key in `x-api-key`. Free accounts reach the API only through
 // the dashboard, so their keys are refused with PLAN_NO_API_ACCESS. Then the key's rate limit.
+// Without a key, the dashboard's session cookie authenticates instead (any plan, Free included);
+// a state-changing request on a session must also prove it comes from the dashboard (CSRF).
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { authenticateApiKey, type Account } from '../accounts/accounts.js';
 import { isPlanName, type PlanLimits } from '../accounts/plans.js';
 import { rateLimited, rateLimitHeaders, takeRequest } from '../accounts/rate-limit.js';
+import { CSRF_HEADER, SESSION_COOKIE, csrfMatches, findSession, type Session } from '../accounts/sessions.js';
 import { AppError } from '../errors.js';
 import type { Services } from '../services.js';
 
@@ -11,6 +14,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     account: Account;
     limits: PlanLimits;
+    /** Set when the request was authenticated by the dashboard's session cookie. */
+    session?: Session;
   }
 }
 
@@ -18,7 +23,11 @@ export function apiKeyAuth(services: Services) {
   return async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const header = request.headers['x-api-key'];
     const key = Array.isArray(header) ? header[0] : header;
-    if (!key) throw new AppError('API_KEY_MISSING', 'Send your API key in the x-api-key header');
+    if (!key) {
+      // The dashboard's calls: its session instead of a key, within the plan's limits.
+      if (await authenticateSession(services, request, reply)) return;
+      throw new AppError('API_KEY_MISSING', 'Send your API key in the x-api-key header');
+    }
     const account = await authenticateApiKey(services.database, services.clock, key);
     if (!account) throw new AppError('API_KEY_INVALID', 'The API key is unknown or has been revoked');
     // The plan is read on every request, so a plan change applies to the next one.
@@ -32,5 +41,91 @@ export function apiKeyAuth(services: Services) {
     const state = await takeRequest(services.database, `key:${account.keyId}`, limits.requestsPerSecond, services.clock.now());
     reply.headers(rateLimitHeaders(state));
     if (state.exceeded) throw rateLimited(state);
+  };
+}
+
+// Sessions ---------------------------------------------------------------------------------
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** The value of one cookie in the request's Cookie header. */
+export function readCookie(request: FastifyRequest, name: string): string | undefined {
+  const header = request.headers.cookie;
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
+  }
+  return undefined;
+}
+
+/** Set-Cookie for the session: HttpOnly, SameSite=Strict, Path=/, and Secure behind https. */
+export function sessionCookie(services: Services, token: string, maxAgeMs: number): string {
+  const secure = services.config.publicUrl.startsWith('https:') ? '; Secure' : '';
+  return `${SESSION_COOKIE}=${token}; Path=/; Max-Age=${Math.max(0, Math.floor(maxAgeMs / 1000))}; HttpOnly; SameSite=Strict${secure}`;
+}
+
+export const clearSessionCookie = (services: Services): string => sessionCookie(services, '', 0);
+
+/**
+ * Whether the request comes from a page of this origin, as far as the browser says: an Origin
+ * header, when sent, names this server (its PUBLIC_URL or the Host it was reached at), and
+ * Sec-Fetch-Site, when sent, is same-origin. Browsers send both on cross-site POSTs.
+ */
+export function isSameOrigin(services: Services, request: FastifyRequest): boolean {
+  const site = request.headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') return false;
+  const origin = request.headers.origin;
+  if (origin === undefined) return true;
+  try {
+    const url = new URL(origin);
+    return url.origin === new URL(services.config.publicUrl).origin || (url.host === request.headers.host && url.protocol === `${request.protocol}:`);
+  } catch {
+    return false; // "null" and other opaque origins
+  }
+}
+
+/** Refuses a state-changing request on a session that lacks the CSRF proof. */
+export function checkCsrf(services: Services, request: FastifyRequest, session: Session): void {
+  if (SAFE_METHODS.has(request.method)) return;
+  if (!isSameOrigin(services, request)) {
+    throw new AppError('CSRF_TOKEN_INVALID', 'Cross-site request refused: the dashboard sends its requests from its own origin');
+  }
+  if (!csrfMatches(session, request.headers[CSRF_HEADER])) {
+    throw new AppError('CSRF_TOKEN_INVALID', `Send the session's CSRF token (from GET /auth/session) in the ${CSRF_HEADER} header`);
+  }
+}
+
+/** The live session of the request's cookie, renewing the cookie when the session was renewed. */
+export async function readSession(services: Services, request: FastifyRequest, reply: FastifyReply) {
+  const token = readCookie(request, SESSION_COOKIE);
+  if (!token) return undefined;
+  const found = await findSession(services.database, services.clock, token, services.config.sessionTtlMs);
+  if (found?.renewed) reply.header('set-cookie', sessionCookie(services, token, services.config.sessionTtlMs));
+  return found;
+}
+
+/**
+ * Authenticates the request by its session cookie: sets account, limits and session, checks the
+ * CSRF proof and takes the session's rate limit. False when there is no live session.
+ */
+export async function authenticateSession(services: Services, request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
+  const found = await readSession(services, request, reply);
+  if (!found) return false;
+  checkCsrf(services, request, found.session);
+  request.account = found.account;
+  request.session = found.session;
+  request.limits = services.plans[isPlanName(found.account.plan) ? found.account.plan : 'free'];
+  const state = await takeRequest(services.database, `session:${found.session.id}`, request.limits.requestsPerSecond, services.clock.now());
+  reply.headers(rateLimitHeaders(state));
+  if (state.exceeded) throw rateLimited(state);
+  return true;
+}
+
+/** onRequest hook of the dashboard's own routes: a session is required (and admin, if asked). */
+export function sessionAuth(services: Services, options: { admin?: boolean } = {}) {
+  return async function requireSession(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    if (!(await authenticateSession(services, request, reply))) throw new AppError('NOT_AUTHENTICATED', 'Log in to the dashboard first');
+    if (options.admin && request.account.is_admin !== 1) throw new AppError('FORBIDDEN', 'Only the operator (an administrator) may do this');
   };
 }

@@ -3,13 +3,15 @@ import { compress } from './compress.js';
 import { convert } from './convert.js';
 import { crop } from './crop.js';
 import { flip } from './flip.js';
+import { imageToPdf } from './image-to-pdf.js';
+import { presentationToImages } from './presentation-to-images.js';
 import { resize } from './resize.js';
 import { rotate } from './rotate.js';
 import type { Operation } from './types.js';
 import { upscale } from './upscale.js';
 import { watermark } from './watermark.js';
 
-export const OPERATIONS: readonly Operation<any>[] = [compress, resize, crop, convert, rotate, flip, watermark, upscale];
+export const OPERATIONS: readonly Operation<any>[] = [compress, resize, crop, convert, rotate, flip, watermark, upscale, imageToPdf, presentationToImages];
 
 const byKind = new Map(OPERATIONS.map((op) => [op.kind, op]));
 

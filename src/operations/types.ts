@@ -1,6 +1,8 @@
 // What every job kind provides. Routes, validation, the OpenAPI document and the dashboard's
 // forms are all derived from these modules (see registry.ts).
 import type { PlanLimits } from '../accounts/plans.js';
+import type { Config } from '../config.js';
+import type { DocumentTools } from '../documents/tools.js';
 import type { FileRecord } from '../files/files.js';
 
 /** A JSON Schema fragment (Fastify/Ajv and OpenAPI read the same object). */
@@ -28,10 +30,17 @@ export interface OperationContext<O> {
   signal: AbortSignal;
   tmpDir: string;
   progress(percent: number): void;
+  /** LibreOffice and poppler, for the document kinds. */
+  documents: DocumentTools;
 }
 
-export interface OperationOutput {
-  data: Buffer;
+/**
+ * One output file: its bytes in memory (`data`), or a file under the task's tmpDir (`path`),
+ * which is streamed to storage — large outputs (a deck's ZIP) are never held whole.
+ */
+export type OperationOutput = OutputMeta & ({ data: Buffer; path?: undefined } | { path: string; data?: undefined });
+
+export interface OutputMeta {
   format: string;
   mimeType: string;
   filename: string;
@@ -77,5 +86,7 @@ export interface Operation<O = Record<string, unknown>> {
    * pixel limit is checked when the task is queued and again before decoding.
    */
   outputSize?(options: O, source: { width: number; height: number }): { width: number; height: number } | undefined;
+  /** Time the kind may take beyond TASK_TIMEOUT_SECONDS (a LibreOffice conversion's own limit). */
+  extraTimeMs?(config: Config): number;
   run(ctx: OperationContext<O>): Promise<OperationResult>;
 }

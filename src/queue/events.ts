@@ -1,17 +1,37 @@
 // In-process wake-ups: workers wait for `queued`, long-polls wait for a task to finish.
-// Other processes are reached through the database (LISTEN/NOTIFY or the slow poll).
+// Other processes are reached through the database: a bridge (LISTEN/NOTIFY on PostgreSQL,
+// src/queue/notify.ts) publishes what happens here and delivers what happens elsewhere; the
+// slow poll is the safety net either way.
 import { EventEmitter } from 'node:events';
 
+/** What crosses processes: `queued`, or `finished:<taskId>`. */
+export type QueueMessage = string;
+
 export class QueueEvents extends EventEmitter {
+  private publish: ((message: QueueMessage) => void) | undefined;
+
   constructor() {
     super();
     this.setMaxListeners(0);
   }
+  /** Also tell other processes from now on (undefined: this process only). */
+  bridge(publish: ((message: QueueMessage) => void) | undefined): void {
+    this.publish = publish;
+  }
+  /** Tasks became runnable; call after the transaction that queued them has committed. */
   queued(): void {
     this.emit('queued');
+    this.publish?.('queued');
   }
+  /** A task finished; call after its transaction has committed. */
   finished(taskId: string): void {
     this.emit(`finished:${taskId}`);
+    this.publish?.(`finished:${taskId}`);
+  }
+  /** A message from another process: woken here, not published again. */
+  deliver(message: QueueMessage): void {
+    if (message === 'queued') this.emit('queued');
+    else if (message.startsWith('finished:')) this.emit(message);
   }
   /** Resolves when `taskId` finishes in this process, or after `ms`. */
   waitForFinish(taskId: string, ms: number, signal?: AbortSignal): Promise<void> {

@@ -236,6 +236,30 @@ export class TaskQueue {
   }
 
   /**
+   * Gives a claimed task back at once (its worker is shutting down): queued again, the attempt
+   * it interrupted not counted. False when the lease was no longer held.
+   */
+  async release(task: TaskRow, workerId: string): Promise<boolean> {
+    const result = await this.database.db
+      .updateTable('tasks')
+      .set({
+        status: 'queued',
+        lease_owner: null,
+        lease_expires_at: null,
+        progress: 0,
+        run_at: this.clock.now(),
+        attempts: sql<number>`CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END`,
+      })
+      .where('id', '=', task.id)
+      .where('lease_owner', '=', workerId)
+      .where('status', '=', 'processing')
+      .executeTakeFirst();
+    const released = Number(result.numUpdatedRows) === 1;
+    if (released) this.events.queued();
+    return released;
+  }
+
+  /**
    * Puts tasks whose lease lapsed (their worker died or stalled) back in the queue, or fails
    * them once they have used all their attempts. Returns how many were re-queued.
    */

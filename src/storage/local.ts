@@ -55,6 +55,12 @@ export class LocalStorage implements ObjectStorage {
     await fs.promises.rm(this.localPath(key), { force: true });
   }
 
+  async move(from: string, to: string): Promise<void> {
+    const target = this.localPath(to);
+    await fs.promises.mkdir(path.dirname(target), { recursive: true });
+    await fs.promises.rename(this.localPath(from), target);
+  }
+
   async check(): Promise<void> {
     const probe = path.join(this.tmpDir, `ready-${process.pid}`);
     await fs.promises.writeFile(probe, '');

@@ -8,18 +8,44 @@ export interface ByteRange {
   end: number;
 }
 
+export interface PresignedPut {
+  url: string;
+  headers: Record<string, string>;
+}
+
 export interface ObjectStorage {
   readonly name: string;
   /** Stores the stream under `key`, atomically: a failed write leaves nothing behind. */
   put(key: string, body: Readable): Promise<{ size: number }>;
+  /** The object's bytes (or a range); an error with code ENOENT when it does not exist. */
   get(key: string, range?: ByteRange): Promise<Readable>;
   head(key: string): Promise<{ size: number } | null>;
   delete(key: string): Promise<void>;
+  /**
+   * Renames an object (replacing `to`); throws when `from` does not exist. Confirming a direct
+   * upload moves the object out of reach of its presigned URL, so it cannot be overwritten later.
+   */
+  move(from: string, to: string): Promise<void>;
+  /**
+   * A URL that lets a client PUT exactly `size` bytes under `key` until `expiresAt`, with the
+   * headers it must send (`contentType`, when given, is one of them); only where the store signs
+   * URLs itself (S3). Local storage has none: this service receives such uploads and signs their
+   * URLs (src/files/direct-upload.ts).
+   */
+  presignPut?(key: string, size: number, expiresAt: number, contentType?: string): Promise<PresignedPut>;
+  /** The largest object one presigned PUT may carry, where the store has such a limit. */
+  readonly maxPresignedPutBytes?: number;
   /** A path on this machine's disk holding the object, where the adapter has one. */
   localPath?(key: string): string;
   /** Readiness: throws when the store cannot be reached or written. */
   check(): Promise<void>;
+  /** Releases connections, where the adapter holds any. */
+  close?(): void;
 }
+
+/** The error get and move throw for a missing object, whatever the adapter. */
+export const objectNotFound = (key: string): Error => Object.assign(new Error(`no object "${key}"`), { code: 'ENOENT' });
+export const isObjectNotFound = (err: unknown): boolean => (err as { code?: string } | undefined)?.code === 'ENOENT';
 
 const KEY_PATTERN = /^[A-Za-z0-9_-]+(\/[A-Za-z0-9_.-]+)*$/;
 
@@ -30,5 +56,7 @@ export function assertValidKey(key: string): void {
 }
 
 export const uploadKey = (fileId: string): string => `uploads/${fileId}`;
+/** Where a direct upload lands before it is confirmed (its presigned URL can write only here). */
+export const incomingKey = (uploadId: string): string => `incoming/${uploadId}`;
 /** Output keys derive from the task id, so a task that runs twice overwrites, never orphans. */
 export const outputKey = (taskId: string, index: number): string => `outputs/${taskId}/${index}`;

@@ -155,7 +155,8 @@ export async function submitTask(
   const { fileId, fileIds, ...options } = body as { fileId?: string; fileIds?: string[] } & Record<string, unknown>;
   const ids = op.multiInput ? fileIds! : [fileId!];
   const files = await resolveInputs(tx, op, submitter, ids, options, now);
-  const failure = op.multiInput ? undefined : failsAtOnce(op, options, files[0]!, submitter.limits);
+  // Several inputs, one task: the first input past a limit fails it.
+  const failure = files.reduce<TaskError | undefined>((found, file) => found ?? failsAtOnce(op, options, file, submitter.limits), undefined);
   const task = taskRow(submitter, op, op.multiInput ? { fileIds: ids } : { fileId: ids[0]! }, options, now, null, failure);
   await lockAccount(database, tx, submitter.accountId);
   await checkQueuedTasks(tx, submitter.accountId, submitter.limits, 1);

@@ -3,11 +3,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Readable } from 'node:stream';
+import crypto from 'node:crypto';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
+import { createDocumentTools, type DocumentTools } from '../documents/tools.js';
 import type { Database } from '../db/database.js';
 import { TaskError } from '../errors.js';
 import { newId, sha256Hex } from '../ids.js';
@@ -37,6 +39,13 @@ class LeaseLost extends Error {
   }
 }
 
+/** Shutdown reached its deadline: the task goes back to the queue for another worker at once. */
+class Released extends Error {
+  constructor() {
+    super('released at shutdown');
+  }
+}
+
 export class WorkerPool {
   readonly id = newId('req').replace('req_', `wrk_${os.hostname().slice(0, 20)}_`);
   private running = false;
@@ -45,11 +54,17 @@ export class WorkerPool {
   private loopDone: Promise<void> | undefined;
   private reaper: NodeJS.Timeout | undefined;
   private readonly onQueued = () => this.wake?.();
+  /** LibreOffice (its pool caps conversions across this pool's tasks) and poppler. */
+  readonly documents: DocumentTools;
 
   constructor(
     private readonly deps: WorkerDeps,
     readonly concurrency: number,
-  ) {}
+  ) {
+    this.documents = createDocumentTools(deps.config, (event) =>
+      deps.logger.info({ converter: 'libreoffice', ...event }, `presentation conversion ${event.outcome} (waited ${event.waitMs} ms, ran ${event.runMs} ms)`),
+    );
+  }
 
   start(): void {
     if (this.running || this.concurrency <= 0) return;
@@ -63,8 +78,8 @@ export class WorkerPool {
   }
 
   /**
-   * Stops claiming, lets running tasks finish until `deadlineMs`, then aborts the rest: their
-   * leases lapse and another worker picks them up.
+   * Stops claiming, lets running tasks finish until `deadlineMs`, then aborts the rest and puts
+   * them back in the queue, where another worker picks them up at once.
    */
   async stop(deadlineMs = 10_000): Promise<void> {
     if (!this.running) return;
@@ -75,7 +90,7 @@ export class WorkerPool {
     await this.loopDone;
     const deadline = Date.now() + deadlineMs;
     while (this.active.size && Date.now() < deadline) await sleep(50);
-    for (const controller of this.active.values()) controller.abort(new LeaseLost());
+    for (const controller of this.active.values()) controller.abort(new Released());
     while (this.active.size) await sleep(20);
   }
 
@@ -135,8 +150,8 @@ export class WorkerPool {
         .catch((err) => logger.warn({ err, taskId: task.id }, 'heartbeat failed'));
     }, Math.max(200, Math.floor(config.leaseMs / 3)));
     const timeout = setTimeout(
-      () => controller.abort(new TaskError('PROCESSING_TIMEOUT', `The task ran past its time limit of ${config.taskTimeoutMs / 1000} s`)),
-      config.taskTimeoutMs,
+      () => controller.abort(new TaskError('PROCESSING_TIMEOUT', `The task ran past its time limit of ${this.timeLimitMs(task.type) / 1000} s`)),
+      this.timeLimitMs(task.type),
     );
     let outcome = 'completed';
     try {
@@ -156,7 +171,10 @@ export class WorkerPool {
         await this.discardOutputs(task, stored);
       }
     } catch (err) {
-      if (err instanceof LeaseLost) {
+      if (err instanceof Released) {
+        outcome = 'released';
+        if (await queue.release(task, this.id)) logger.info({ taskId: task.id }, 'task released at shutdown; back in the queue');
+      } else if (err instanceof LeaseLost) {
         outcome = 'discarded';
         logger.info({ taskId: task.id }, 'task lease lost or canceled; output discarded');
         await this.discardOutputs(task, []);
@@ -175,6 +193,11 @@ export class WorkerPool {
       await fs.promises.rm(tmpDir, { recursive: true, force: true });
       metrics.taskDuration.observe({ kind: task.type, outcome: outcome.split(':')[0]! }, (Date.now() - started) / 1000);
     }
+  }
+
+  /** TASK_TIMEOUT_SECONDS, plus what the kind needs beyond it (a conversion's own limit). */
+  private timeLimitMs(kind: string): number {
+    return this.deps.config.taskTimeoutMs + (getOperation(kind)?.extraTimeMs?.(this.deps.config) ?? 0);
   }
 
   /** The account's plan as it is now: a plan change applies to tasks that have not run yet. */
@@ -209,10 +232,11 @@ export class WorkerPool {
       options: JSON.parse(task.options),
       inputs,
       limits,
-      deadline: Date.now() + this.deps.config.taskTimeoutMs,
+      deadline: Date.now() + this.timeLimitMs(task.type),
       signal,
       tmpDir,
       progress,
+      documents: this.documents,
     });
   }
 
@@ -229,15 +253,36 @@ export class WorkerPool {
     const stored: CompletedOutput[] = [];
     for (const [index, output] of result.outputs.entries()) {
       const key = outputKey(task.id, index);
-      await this.deps.storage.put(key, Readable.from([output.data]));
+      let size: number;
+      let etag: string;
+      if (output.data) {
+        await this.deps.storage.put(key, Readable.from([output.data]));
+        size = output.data.length;
+        etag = sha256Hex(output.data).slice(0, 32);
+      } else {
+        // A file the operation wrote: streamed, hashed and counted on the way.
+        const hash = crypto.createHash('sha256');
+        size = 0;
+        const meter = new Transform({
+          transform(chunk: Buffer, _encoding, callback) {
+            hash.update(chunk);
+            size += chunk.length;
+            callback(null, chunk);
+          },
+        });
+        const file = fs.createReadStream(output.path);
+        file.on('error', (err) => meter.destroy(err));
+        await this.deps.storage.put(key, file.pipe(meter));
+        etag = hash.digest('hex').slice(0, 32);
+      }
       stored.push({
         fileId: newId('file'),
         storageKey: key,
         filename: output.filename,
         mimeType: output.mimeType,
         format: output.format,
-        size: output.data.length,
-        etag: sha256Hex(output.data).slice(0, 32),
+        size,
+        etag,
         width: output.width,
         height: output.height,
         pages: output.pages,

@@ -5,6 +5,7 @@ import { deleteFile, getLiveFile, listFiles, fileToApi, type FileRecord } from '
 import { recordUpload, storeUpload } from '../../files/upload.js';
 import { IMAGE_FORMATS } from '../../files/kinds.js';
 import { decodeForPreview } from '../../imaging/preview.js';
+import { previewPdf, previewPoppler } from '../../documents/preview.js';
 import type { Services } from '../../services.js';
 import { fingerprint, readIdempotencyKey, withIdempotency } from '../idempotency.js';
 import { paginationQuery } from '../pagination.js';
@@ -15,6 +16,7 @@ const security = [{ apiKey: [] }];
 
 export function fileRoutes(app: FastifyInstance, services: Services): void {
   const { database, storage, clock } = services;
+  const poppler = previewPoppler(services.config);
 
   app.post(
     '/upload',
@@ -118,8 +120,10 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
       schema: {
         tags,
         security,
-        summary: 'Preview an image',
-        description: 'An inline PNG (with alpha) or JPEG no larger than 1024 px, or the asked box (at most 2048 px). SVG is rasterised.',
+        summary: 'Preview an image or PDF',
+        description:
+          'An inline PNG (with alpha) or JPEG no larger than 1024 px, or the asked box (at most 2048 px). SVG is rasterised; ' +
+          'a PDF shows its first page. Other files (presentations, ZIPs): 415 PREVIEW_UNAVAILABLE.',
         params: idParam('fileId', 'file'),
         querystring: {
           type: 'object',
@@ -131,11 +135,16 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
     },
     async (request: FastifyRequest<{ Params: { fileId: string }; Querystring: { width?: number; height?: number } }>, reply) => {
       const file = await getLiveFile(database.db, request.account.id, request.params.fileId, clock.now());
-      if (!IMAGE_FORMATS.has(file.format)) throw new AppError('PREVIEW_UNAVAILABLE', `No preview for ${file.format} files`);
+      if (!IMAGE_FORMATS.has(file.format) && file.format !== 'pdf') throw new AppError('PREVIEW_UNAVAILABLE', `No preview for ${file.format} files`);
       const { width, height } = request.query;
       const box = width || height ? { width, height } : { width: 1024, height: 1024 };
-      const path = storage.localPath ? storage.localPath(file.storage_key) : await streamToBuffer(await storage.get(file.storage_key));
-      const preview = await decodeForPreview(path, file.format, request.limits.maxPixels, box);
+      let preview;
+      if (file.format === 'pdf') {
+        preview = await previewPdf(poppler, storage, file.storage_key, request.limits.maxPixels, box);
+      } else {
+        const path = storage.localPath ? storage.localPath(file.storage_key) : await streamToBuffer(await storage.get(file.storage_key));
+        preview = await decodeForPreview(path, file.format, request.limits.maxPixels, box);
+      }
       return reply
         .type(preview.mimeType)
         .headers({ 'x-content-type-options': 'nosniff', 'cache-control': 'private, max-age=300', 'content-disposition': 'inline' })

@@ -2,6 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
+import { findExecutable } from '../../documents/processes.js';
 import type { Services } from '../../services.js';
 
 interface Check {
@@ -40,8 +41,14 @@ export function opsRoutes(app: FastifyInstance, services: Services): void {
           await sql`select 1`.execute(services.database.db);
         }, true),
         storage: await probe(() => services.storage.check(), true),
-        libreoffice: { ok: hasCommand('soffice'), required: false, ...(hasCommand('soffice') ? {} : { detail: 'soffice not found: presentation-to-images is unavailable' }) },
-        poppler: { ok: hasCommand('pdftoppm'), required: false, ...(hasCommand('pdftoppm') ? {} : { detail: 'pdftoppm not found: PDF previews are unavailable' }) },
+        libreoffice: converterCheck(
+          [services.config.sofficeCommand],
+          'presentation-to-images fails with CONVERSION_FAILED until LibreOffice (libreoffice-impress-nogui) is installed',
+        ),
+        poppler: converterCheck(
+          [services.config.pdftoppmCommand, services.config.pdfinfoCommand],
+          'presentation-to-images and PDF previews are unavailable until poppler-utils is installed',
+        ),
       };
       const ready = Object.values(checks).every((c) => c.ok || !c.required);
       return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', checks });
@@ -52,6 +59,12 @@ export function opsRoutes(app: FastifyInstance, services: Services): void {
     const { registry } = services.metrics;
     return reply.type(registry.contentType).send(await registry.metrics());
   });
+}
+
+/** A converter is reported, never required: readiness does not depend on it. */
+function converterCheck(commands: string[], consequence: string): Check {
+  const missing = commands.filter((command) => !findExecutable(command));
+  return missing.length ? { ok: false, required: false, detail: `${missing.join(' and ')} not found: ${consequence}` } : { ok: true, required: false };
 }
 
 async function probe(fn: () => Promise<void>, required: boolean): Promise<Check> {

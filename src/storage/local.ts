@@ -23,11 +23,15 @@ export class LocalStorage implements ObjectStorage {
   async put(key: string, body: Readable): Promise<{ size: number }> {
     const target = this.localPath(key);
     const tmp = path.join(this.tmpDir, crypto.randomBytes(12).toString('hex'));
+    const out = fs.createWriteStream(tmp);
     try {
-      await pipeline(body, fs.createWriteStream(tmp));
+      await pipeline(body, out);
       await fs.promises.mkdir(path.dirname(target), { recursive: true });
       await fs.promises.rename(tmp, target);
     } catch (err) {
+      // The file is opened asynchronously: wait until the stream has closed, or a late open
+      // would recreate the file after it was removed.
+      if (!out.closed) await new Promise<void>((resolve) => out.once('close', () => resolve()));
       await fs.promises.rm(tmp, { force: true });
       throw err;
     }

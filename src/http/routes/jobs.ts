@@ -1,6 +1,6 @@
 // POST /api/process/{kind} and /api/process/batch/{kind}, derived from the operations registry:
 // a kind has routes exactly when it is registered, and its schema is the module's own.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Services } from '../../services.js';
 import { OPERATIONS } from '../../operations/registry.js';
 import type { Operation } from '../../operations/types.js';
@@ -61,6 +61,31 @@ const queuedBatch = {
 export function jobRoutes(app: FastifyInstance, services: Services): void {
   const { database, clock } = services;
 
+  /**
+   * A POST that queues work: idempotent, submitted in one transaction, workers woken, 202 with
+   * the new resource's Location.
+   */
+  const queueingHandler =
+    (op: Operation<any>, route: string, submit: typeof submitTask | typeof submitBatch, location: (data: { taskId?: string; batchId?: string }) => string) =>
+    async (request: FastifyRequest<{ Body: Record<string, unknown> }>, reply: FastifyReply) => {
+      const response = await withIdempotency(
+        database,
+        {
+          accountId: request.account.id,
+          key: readIdempotencyKey(request.headers['idempotency-key']),
+          fingerprint: fingerprint(route, request.body),
+          now: clock.now(),
+        },
+        async (tx) => ({
+          statusCode: 202,
+          body: { success: true, data: await submit(database, tx, clock, op, { accountId: request.account.id, limits: request.limits }, request.body) },
+        }),
+      );
+      services.events.queued();
+      const data = (response.body as { data: { taskId?: string; batchId?: string } }).data;
+      return reply.code(response.statusCode).header('location', location(data)).send(response.body);
+    };
+
   for (const op of OPERATIONS) {
     app.post(
       `/process/${op.kind}`,
@@ -75,24 +100,7 @@ export function jobRoutes(app: FastifyInstance, services: Services): void {
           response: { 202: ok(queuedTask, 'The task is queued'), ...errors(400, 401, 403, 404, 409, 410, 429) },
         },
       },
-      async (request: FastifyRequest<{ Body: Record<string, unknown> }>, reply) => {
-        const response = await withIdempotency(
-          database,
-          {
-            accountId: request.account.id,
-            key: readIdempotencyKey(request.headers['idempotency-key']),
-            fingerprint: fingerprint(`process/${op.kind}`, request.body),
-            now: clock.now(),
-          },
-          async (tx) => ({
-            statusCode: 202,
-            body: { success: true, data: await submitTask(database, tx, clock, op, { accountId: request.account.id, limits: request.limits }, request.body) },
-          }),
-        );
-        const data = (response.body as { data: { taskId: string } }).data;
-        services.events.queued();
-        return reply.code(response.statusCode).header('location', `/api/tasks/${data.taskId}`).send(response.body);
-      },
+      queueingHandler(op, `process/${op.kind}`, submitTask, (data) => `/api/tasks/${data.taskId}`),
     );
 
     if (!op.batch) continue;
@@ -109,24 +117,7 @@ export function jobRoutes(app: FastifyInstance, services: Services): void {
           response: { 202: ok(queuedBatch, 'The tasks are queued'), ...errors(400, 401, 403, 404, 409, 410, 429) },
         },
       },
-      async (request: FastifyRequest<{ Body: Record<string, unknown> }>, reply) => {
-        const response = await withIdempotency(
-          database,
-          {
-            accountId: request.account.id,
-            key: readIdempotencyKey(request.headers['idempotency-key']),
-            fingerprint: fingerprint(`process/batch/${op.kind}`, request.body),
-            now: clock.now(),
-          },
-          async (tx) => ({
-            statusCode: 202,
-            body: { success: true, data: await submitBatch(database, tx, clock, op, { accountId: request.account.id, limits: request.limits }, request.body) },
-          }),
-        );
-        const data = (response.body as { data: { batchId: string } }).data;
-        services.events.queued();
-        return reply.code(response.statusCode).header('location', `/api/batches/${data.batchId}`).send(response.body);
-      },
+      queueingHandler(op, `process/batch/${op.kind}`, submitBatch, (data) => `/api/batches/${data.batchId}`),
     );
   }
 }

@@ -1,5 +1,4 @@
 // Operations endpoints: liveness, readiness (database, storage, converters), Prometheus metrics.
-import { spawnSync } from 'node:child_process';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { findExecutable } from '../../documents/processes.js';
@@ -9,15 +8,6 @@ interface Check {
   ok: boolean;
   required: boolean;
   detail?: string;
-}
-
-/** Whether an external command is on PATH (checked once per process; installs need a restart). */
-const commandCache = new Map<string, boolean>();
-export function hasCommand(command: string): boolean {
-  if (!commandCache.has(command)) {
-    commandCache.set(command, spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0);
-  }
-  return commandCache.get(command)!;
 }
 
 export function opsRoutes(app: FastifyInstance, services: Services): void {

@@ -309,6 +309,7 @@ export function PlaygroundPage() {
                         <p className="muted">
                           {r.task.result.format}
                           {r.task.result.width ? ` · ${r.task.result.width}×${r.task.result.height}` : ''}
+                          {r.task.result.pages ? ` · ${r.task.result.pages} pages` : ''}
                           {r.task.result.size !== undefined ? ` · ${bytes(r.task.result.size)}` : ''}
                           {r.task.result.size !== undefined && r.inputSize ? ` (${bytes(r.inputSize)} before, ${savings(r.inputSize, r.task.result.size)})` : ''}
                         </p>

@@ -6,7 +6,7 @@ import type { DB, FilesTable } from '../db/schema.js';
 import { AppError, notFound } from '../errors.js';
 import { releaseStorage } from '../accounts/quota.js';
 import type { ObjectStorage } from '../storage/storage.js';
-import { decodeCursor, encodeCursor } from '../http/pagination.js';
+import { olderThan, pageOf } from '../http/pagination.js';
 
 export type FileRecord = Selectable<FilesTable>;
 
@@ -42,28 +42,20 @@ export async function getLiveFile(db: Kysely<DB>, accountId: string, fileId: str
 }
 
 export async function listFiles(database: Database, accountId: string, now: number, limit: number, cursor?: string) {
-  let query = database.db
+  const after = olderThan(cursor, 'created_at', 'id');
+  const rows = await database.db
     .selectFrom('files')
     .selectAll()
     .where('account_id', '=', accountId)
     .where('deleted_at', 'is', null)
     .where('expires_at', '>', now)
+    .$if(after !== undefined, (qb) => qb.where(after!))
     .orderBy('created_at', 'desc')
     .orderBy('id', 'desc')
-    .limit(limit + 1);
-  const after = decodeCursor(cursor);
-  if (after) {
-    query = query.where((eb) =>
-      eb.or([eb('created_at', '<', after.time), eb.and([eb('created_at', '=', after.time), eb('id', '<', after.id)])]),
-    );
-  }
-  const rows = await query.execute();
-  const page = rows.slice(0, limit);
-  const last = page[page.length - 1];
-  return {
-    files: page.map(fileToApi),
-    nextCursor: rows.length > limit && last ? encodeCursor(last.created_at, last.id) : null,
-  };
+    .limit(limit + 1)
+    .execute();
+  const { page, nextCursor } = pageOf(rows, limit);
+  return { files: page.map(fileToApi), nextCursor };
 }
 
 /**

@@ -9,7 +9,7 @@ import { newId } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
 import { chargeBatchFiles, chargeTasks, checkQueuedTasks, lockAccount } from '../accounts/quota.js';
 import { getLiveFile, type FileRecord } from '../files/files.js';
-import { decodeCursor, encodeCursor } from '../http/pagination.js';
+import { olderThan, pageOf } from '../http/pagination.js';
 import type { Operation } from '../operations/types.js';
 import { acceptsFormat } from '../files/kinds.js';
 
@@ -215,25 +215,20 @@ export async function listTasks(
   accountId: string,
   filter: { status?: string; batchId?: string; limit: number; cursor?: string },
 ) {
-  let query = database.db
+  const after = olderThan(filter.cursor, 'created_at', 'id');
+  const rows = await database.db
     .selectFrom('tasks')
     .selectAll()
     .where('account_id', '=', accountId)
     .$if(filter.status !== undefined, (qb) => qb.where('status', '=', filter.status as TaskRow['status']))
     .$if(filter.batchId !== undefined, (qb) => qb.where('batch_id', '=', filter.batchId!))
+    .$if(after !== undefined, (qb) => qb.where(after!))
     .orderBy('created_at', 'desc')
     .orderBy('id', 'desc')
-    .limit(filter.limit + 1);
-  const after = decodeCursor(filter.cursor);
-  if (after) {
-    query = query.where((eb) =>
-      eb.or([eb('created_at', '<', after.time), eb.and([eb('created_at', '=', after.time), eb('id', '<', after.id)])]),
-    );
-  }
-  const rows = await query.execute();
-  const page = rows.slice(0, filter.limit);
-  const last = page[page.length - 1];
-  return { tasks: page.map(taskToApi), nextCursor: rows.length > filter.limit && last ? encodeCursor(last.created_at, last.id) : null };
+    .limit(filter.limit + 1)
+    .execute();
+  const { page, nextCursor } = pageOf(rows, filter.limit);
+  return { tasks: page.map(taskToApi), nextCursor };
 }
 
 /**

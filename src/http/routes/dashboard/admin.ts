@@ -8,7 +8,7 @@ import { PLAN_NAMES, type PlanName } from '../../../accounts/plans.js';
 import { periods } from '../../../accounts/quota.js';
 import { notFound } from '../../../errors.js';
 import type { Services } from '../../../services.js';
-import { decodeCursor, encodeCursor, paginationQuery } from '../../pagination.js';
+import { olderThan, pageOf, paginationQuery } from '../../pagination.js';
 import { idParam } from '../../schemas.js';
 import { accountView } from './auth.js';
 
@@ -45,15 +45,9 @@ export function adminRoutes(app: FastifyInstance, services: Services): void {
         .orderBy('accounts.id', 'desc')
         .limit(limit + 1);
       if (q) query = query.where('accounts.email', 'like', `%${q.toLowerCase().replace(/[\\%_]/g, '')}%`);
-      const after = decodeCursor(cursor);
-      if (after) {
-        query = query.where((eb) =>
-          eb.or([eb('accounts.created_at', '<', after.time), eb.and([eb('accounts.created_at', '=', after.time), eb('accounts.id', '<', after.id)])]),
-        );
-      }
-      const rows = await query.execute();
-      const page = rows.slice(0, limit);
-      const last = page[page.length - 1];
+      const after = olderThan(cursor, 'accounts.created_at', 'accounts.id');
+      if (after) query = query.where(after);
+      const { page, nextCursor } = pageOf(await query.execute(), limit);
       return {
         success: true,
         data: {
@@ -68,7 +62,7 @@ export function adminRoutes(app: FastifyInstance, services: Services): void {
             monthlyTasks: Number(row.monthly_tasks ?? 0),
             activeKeys: Number(row.active_keys ?? 0),
           })),
-          nextCursor: rows.length > limit && last ? encodeCursor(last.created_at, last.id) : null,
+          nextCursor,
         },
       };
     },

@@ -73,6 +73,9 @@ export type PlanTable = Record<PlanName, PlanLimits>;
 
 export const isPlanName = (value: string): value is PlanName => (PLAN_NAMES as readonly string[]).includes(value);
 
+/** The limits of an account's plan; a plan name the table no longer has gets Free's. */
+export const limitsOf = (plans: PlanTable, plan: string | undefined): PlanLimits => plans[plan !== undefined && isPlanName(plan) ? plan : 'free'];
+
 export function loadPlans(plansFile: string | undefined): PlanTable {
   const table: PlanTable = structuredClone(DEFAULT_PLANS);
   if (!plansFile) return table;

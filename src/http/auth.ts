@@ -4,7 +4,7 @@
 // a state-changing request on a session must also prove it comes from the dashboard (CSRF).
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { authenticateApiKey, type Account } from '../accounts/accounts.js';
-import { isPlanName, type PlanLimits } from '../accounts/plans.js';
+import { limitsOf, type PlanLimits } from '../accounts/plans.js';
 import { rateLimited, rateLimitHeaders, takeRequest } from '../accounts/rate-limit.js';
 import { CSRF_HEADER, SESSION_COOKIE, csrfMatches, findSession, type Session } from '../accounts/sessions.js';
 import { AppError } from '../errors.js';
@@ -31,7 +31,7 @@ export function apiKeyAuth(services: Services) {
     const account = await authenticateApiKey(services.database, services.clock, key);
     if (!account) throw new AppError('API_KEY_INVALID', 'The API key is unknown or has been revoked');
     // The plan is read on every request, so a plan change applies to the next one.
-    const limits = services.plans[isPlanName(account.plan) ? account.plan : 'free'];
+    const limits = limitsOf(services.plans, account.plan);
     if (!limits.apiAccess) {
       throw new AppError('PLAN_NO_API_ACCESS', `The ${account.plan} plan has no API access; upgrade the account to use API keys`);
     }
@@ -115,7 +115,7 @@ export async function authenticateSession(services: Services, request: FastifyRe
   checkCsrf(services, request, found.session);
   request.account = found.account;
   request.session = found.session;
-  request.limits = services.plans[isPlanName(found.account.plan) ? found.account.plan : 'free'];
+  request.limits = limitsOf(services.plans, found.account.plan);
   const state = await takeRequest(services.database, `session:${found.session.id}`, request.limits.requestsPerSecond, services.clock.now());
   reply.headers(rateLimitHeaders(state));
   if (state.exceeded) throw rateLimited(state);

@@ -13,7 +13,7 @@ import { createDocumentTools, type DocumentTools } from '../documents/tools.js';
 import type { Database } from '../db/database.js';
 import { TaskError } from '../errors.js';
 import { newId, sha256Hex } from '../ids.js';
-import { isPlanName, type PlanLimits, type PlanTable } from '../accounts/plans.js';
+import { limitsOf, type PlanLimits, type PlanTable } from '../accounts/plans.js';
 import { addStorage } from '../accounts/quota.js';
 import type { FileRecord } from '../files/files.js';
 import type { Metrics } from '../metrics.js';
@@ -155,7 +155,7 @@ export class WorkerPool {
     );
     let outcome = 'completed';
     try {
-      const limits = await this.limitsOf(task.account_id);
+      const limits = await this.currentLimits(task.account_id);
       const result = await abortable(this.run(task, limits, controller.signal, tmpDir, (p) => (progress = p)), controller.signal);
       const stored = await this.storeOutputs(task, result);
       const first = stored[0];
@@ -201,9 +201,9 @@ export class WorkerPool {
   }
 
   /** The account's plan as it is now: a plan change applies to tasks that have not run yet. */
-  private async limitsOf(accountId: string): Promise<PlanLimits> {
+  private async currentLimits(accountId: string): Promise<PlanLimits> {
     const account = await this.deps.database.db.selectFrom('accounts').select('plan').where('id', '=', accountId).executeTakeFirst();
-    return this.deps.plans[account && isPlanName(account.plan) ? account.plan : 'free'];
+    return limitsOf(this.deps.plans, account?.plan);
   }
 
   private async run(

@@ -67,8 +67,10 @@ async function ensurePostgres(url) {
   const version = local ? localClusterVersion() : undefined;
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   if (!local || !version || !isRoot) {
-    note(`PostgreSQL does not answer on ${host}:${port}; the PostgreSQL suites will fail` +
-      (local && version && !isRoot ? ` (start it with: sudo pg_ctlcluster ${version} main start)` : ''));
+    note(
+      `PostgreSQL does not answer on ${host}:${port}; the PostgreSQL suites will fail` +
+        (local && version && !isRoot ? ` (start it with: sudo pg_ctlcluster ${version} main start)` : ''),
+    );
     return;
   }
 
@@ -161,12 +163,15 @@ async function main() {
     const child = spawn(
       process.execPath,
       [
-        '--import', 'tsx',
+        '--import',
+        'tsx',
         '--test',
         '--test-concurrency=1',
         `--test-timeout=${PER_TEST_TIMEOUT_MS}`,
-        '--test-reporter=spec', '--test-reporter-destination=stdout',
-        '--test-reporter=tap', `--test-reporter-destination=${tapFile}`,
+        '--test-reporter=spec',
+        '--test-reporter-destination=stdout',
+        '--test-reporter=tap',
+        `--test-reporter-destination=${tapFile}`,
         ...nodeOptions,
         ...files,
       ],

@@ -17,6 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { findJemalloc } from './start.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ALL = ['start', 'test', 'bench'];
@@ -39,6 +40,22 @@ const SYSTEM_PACKAGES = [
     why: 'converts presentations',
   },
   {
+    what: 'python3-uno',
+    // The bridge the warm LibreOffice instances are driven through (src/documents/warm-office.ts);
+    // without it every presentation starts a LibreOffice of its own, about a second slower.
+    probe: () => spawnSync('/usr/bin/python3', ['-c', 'import uno'], { stdio: 'ignore', timeout: 30_000 }).status === 0,
+    packages: ['python3-uno'],
+    modes: ALL,
+    why: 'keeps LibreOffice instances warm between presentations',
+  },
+  {
+    what: 'bwrap',
+    probe: () => hasCommand('bwrap'),
+    packages: ['bubblewrap'],
+    modes: ALL,
+    why: 'runs LibreOffice and poppler in a sandbox that sees only their own work directory',
+  },
+  {
     what: 'fonts (Carlito, Caladea, Liberation, DejaVu, Noto, Noto CJK)',
     // fontconfig provides fc-list itself; without it this probe could never succeed. Every
     // family is checked, so a machine that has some of the set still gets the rest.
@@ -59,6 +76,14 @@ const SYSTEM_PACKAGES = [
     why: 'metric-compatible fonts so documents render with their intended layout',
   },
   {
+    what: 'libjemalloc',
+    // Where `npm start`'s launcher looks for it.
+    probe: () => findJemalloc() !== undefined,
+    packages: ['libjemalloc2'],
+    modes: ALL,
+    why: "the allocator `npm start` preloads so the server's memory stays flat under libvips (scripts/start.mjs)",
+  },
+  {
     what: '/usr/bin/chromium',
     probe: () => isExecutable('/usr/bin/chromium'),
     packages: ['chromium'],
@@ -69,21 +94,33 @@ const SYSTEM_PACKAGES = [
     what: 'ImageMagick',
     // `convert -version` of the real thing starts with "Version: ImageMagick"; a mere mention of
     // the word (a stand-in script, an error message) does not count.
-    probe: () =>
-      hasCommand('magick') || /^Version: ImageMagick/m.test(output('convert', ['-version']) ?? ''),
+    probe: () => hasCommand('magick') || /^Version: ImageMagick/m.test(output('convert', ['-version']) ?? ''),
     packages: ['imagemagick'],
     modes: ['bench'],
     why: 'baseline for benchmarks',
+  },
+  {
+    what: 'pngquant, jpegoptim, cjpeg, cwebp',
+    // The specialists the compression benchmark measures compress against (Debian has no mozjpeg:
+    // cjpeg is libjpeg-turbo's).
+    probe: () => ['pngquant', 'jpegoptim', 'cjpeg', 'cwebp'].every((command) => hasCommand(command)),
+    packages: ['pngquant', 'jpegoptim', 'libjpeg-turbo-progs', 'webp'],
+    modes: ['bench'],
+    why: 'the specialist compressors of the compression benchmark',
+  },
+  {
+    what: 'wrk',
+    probe: () => hasCommand('wrk'),
+    packages: ['wrk'],
+    modes: ['bench'],
+    why: 'HTTP load generator of the status-polls benchmark',
   },
 ];
 
 const LOCK_STALE_MS = 30 * 60 * 1000;
 const SYSTEM_LOCK = path.join(os.tmpdir(), 'imgapi-setup.lock');
 // Serialises npm install / tsc for this checkout (e.g. `npm start` and `npm test` started together).
-const REPO_LOCK = path.join(
-  os.tmpdir(),
-  `imgapi-setup-${createHash('sha1').update(ROOT).digest('hex').slice(0, 12)}.lock`,
-);
+const REPO_LOCK = path.join(os.tmpdir(), `imgapi-setup-${createHash('sha1').update(ROOT).digest('hex').slice(0, 12)}.lock`);
 
 class SetupError extends Error {}
 
@@ -239,26 +276,28 @@ function withLock(dir, purpose, fn) {
 // ---------------------------------------------------------------------------------------------
 // npm dependencies (for the repository and for any sub-project such as web/)
 
-function hasDependencies(dir) {
+/** The names of the packages `dir`'s package.json needs installed (dev ones too: we build and test). */
+function requiredPackages(dir) {
   let manifest;
   try {
     manifest = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'));
   } catch (err) {
     fail(`cannot read ${path.join(dir, 'package.json')}: ${err.message}`);
   }
-  return ['dependencies', 'devDependencies', 'optionalDependencies'].some(
-    (key) => Object.keys(manifest[key] ?? {}).length > 0,
-  );
+  return ['dependencies', 'devDependencies'].flatMap((key) => Object.keys(manifest[key] ?? {}));
 }
 
 function npmDepsState(dir) {
+  const required = requiredPackages(dir);
   // npm creates no node_modules for a package without dependencies: nothing to install then.
-  if (!hasDependencies(dir)) return 'ok';
+  if (required.length === 0) return 'ok';
   const nodeModules = path.join(dir, 'node_modules');
   const lockfile = path.join(dir, 'package-lock.json');
   if (!exists(nodeModules)) return exists(lockfile) ? 'ci' : 'install';
   const installed = mtime(path.join(nodeModules, '.package-lock.json'));
   if (installed === undefined) return 'install';
+  // An install made with NODE_ENV=production or --omit=dev lacks the build and test tools.
+  if (required.some((name) => !exists(path.join(nodeModules, name, 'package.json')))) return 'install';
   const manifest = Math.max(mtime(path.join(dir, 'package.json')) ?? -Infinity, mtime(lockfile) ?? -Infinity);
   return manifest > installed ? 'install' : 'ok';
 }
@@ -269,8 +308,12 @@ function ensureNpmDeps(dir) {
   withLock(REPO_LOCK, 'installing npm packages', () => {
     const state = npmDepsState(dir); // another setup may have done it while we waited
     if (state === 'ok') return;
-    const args = state === 'ci' ? ['ci', '--no-audit', '--no-fund'] : ['install', '--no-audit', '--no-fund'];
-    note(`npm ${args[0]} in ${rel} (${state === 'ci' ? 'no node_modules yet' : 'package.json or package-lock.json changed'})`);
+    // --include=dev: we compile and test from source, so the dev dependencies (TypeScript, Vite,
+    // tsx) are needed even where NODE_ENV=production makes npm leave them out by default.
+    const args = [state, '--include=dev', '--no-audit', '--no-fund'];
+    note(
+      `npm ${args[0]} in ${rel} (${state === 'ci' ? 'no node_modules yet' : 'package.json or package-lock.json changed, or a package is missing'})`,
+    );
     run('npm', args, { cwd: dir, what: `npm ${args[0]} in ${rel}` });
     // npm leaves the hidden lockfile untouched when nothing changed; mark it current so an edited
     // but equivalent package.json does not trigger an install on every run.
@@ -305,8 +348,10 @@ function ensureSystemPackages(mode) {
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   const hasApt = hasCommand('apt-get');
   if (!hasApt) {
-    note(`missing ${describe(missing)}; no apt-get here: install the equivalents of ` +
-      `${packagesOf(missing).join(' ')} by hand. Continuing: /readyz reports what is unavailable.`);
+    note(
+      `missing ${describe(missing)}; no apt-get here: install the equivalents of ` +
+        `${packagesOf(missing).join(' ')} by hand. Continuing: /readyz reports what is unavailable.`,
+    );
     return;
   }
   if (!isRoot) {
@@ -345,6 +390,8 @@ function buildServer() {
   const inputsNewest = () =>
     Math.max(
       newestMtime(path.join(ROOT, 'src'), (name) => name.endsWith('.ts')),
+      // The client commands are built on the SDK.
+      newestMtime(path.join(ROOT, 'sdk'), (name) => name.endsWith('.ts') && !name.endsWith('.d.ts')),
       mtime(path.join(ROOT, 'tsconfig.json')) ?? -Infinity,
     );
   const stale = () => {
@@ -371,8 +418,11 @@ function buildServer() {
   });
 }
 
-/** Builds a sub-project with its own package.json (e.g. web/) when its dist is older than its sources. */
-function buildSubproject(name) {
+/**
+ * Builds a sub-project with its own package.json (e.g. web/) when its dist is older than its
+ * sources: its own files and `shared`, the repository's files it imports.
+ */
+function buildSubproject(name, shared = []) {
   const dir = path.join(ROOT, name);
   if (!exists(path.join(dir, 'package.json'))) return;
   ensureNpmDeps(dir);
@@ -389,6 +439,7 @@ function buildSubproject(name) {
       newestMtime(path.join(dir, 'src')),
       newestMtime(path.join(dir, 'public')),
       ...topLevelFiles,
+      ...shared.map((file) => mtime(path.join(ROOT, file)) ?? -Infinity),
     );
     return sources > built;
   };
@@ -422,7 +473,8 @@ try {
   ensureNpmDeps(ROOT);
   if (mode !== 'build-only') ensureSystemPackages(mode);
   buildServer();
-  buildSubproject('web');
+  // The dashboard reads the task statuses from the server and the API's types from the SDK's.
+  buildSubproject('web', ['src/db/schema.ts', 'sdk/openapi.ts']);
 } catch (err) {
   if (!(err instanceof SetupError)) throw err;
   process.stderr.write(`setup: ERROR: ${err.message}\n`);

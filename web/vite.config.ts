@@ -1,10 +1,21 @@
 // Builds the dashboard to dist/, which the API server serves at / (src/http/routes/dashboard/web.ts).
 // Everything is bundled: no CDN, no external fonts, no inline script (the server's CSP forbids them).
 import react from '@vitejs/plugin-react';
-import { defineConfig } from 'vite';
+import { defineConfig, type Plugin } from 'vite';
+import { ROUTES } from './src/routes.ts';
+
+/** dist/pages.json: the paths the server answers with index.html (src/http/routes/dashboard/web.ts). */
+function pageList(): Plugin {
+  return {
+    name: 'imgapi-page-list',
+    generateBundle() {
+      this.emitFile({ type: 'asset', fileName: 'pages.json', source: `${JSON.stringify(ROUTES.map((route) => route.path))}\n` });
+    },
+  };
+}
 
 export default defineConfig({
-  plugins: [react()],
+  plugins: [react(), pageList()],
   build: {
     outDir: 'dist',
     emptyOutDir: true,

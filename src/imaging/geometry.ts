@@ -6,7 +6,9 @@ export interface Size {
   height: number;
 }
 
-export type Fit = 'cover' | 'contain' | 'fill' | 'inside' | 'outside';
+/** How a resize fills its box (sharp's names). */
+export const FITS = ['cover', 'contain', 'fill', 'inside', 'outside'] as const;
+export type Fit = (typeof FITS)[number];
 
 /** The size sharp's resize produces for these options (same rounding). */
 export function resizedSize(source: Size, options: { width?: number; height?: number; fit?: Fit; withoutEnlargement?: boolean }): Size {
@@ -56,7 +58,8 @@ export function parseAspectRatio(ratio: string): [number, number] | undefined {
 
 /** A CSS colour (name, #hex, rgb()/rgba()) as sharp takes it; undefined when it is not one. */
 export function parseColour(text: string): { r: number; g: number; b: number; alpha: number } | undefined {
-  const rgb = colorString.get.rgb(text);
-  if (!rgb) return undefined;
-  return { r: rgb[0], g: rgb[1], b: rgb[2], alpha: rgb[3] };
+  // color-string answers [r, g, b, alpha] or null (its type says only number[]).
+  const [r, g, b, alpha] = colorString.get.rgb(text) ?? [];
+  if (r === undefined || g === undefined || b === undefined || alpha === undefined) return undefined;
+  return { r, g, b, alpha };
 }

@@ -14,15 +14,17 @@
  * Sniffing is a cheap gate, not validation: a file that sniffs as PNG may
  * still be corrupt, and the decoder remains responsible for rejecting it.
  */
+import { FORMATS, type ImageFormat } from './formats.js';
 
-export type SniffedFormat = 'jpeg' | 'png' | 'gif' | 'webp' | 'avif' | 'heic' | 'tiff' | 'bmp' | 'svg';
+/** Sniffing tells the images apart; a ZIP or OLE2 container is told apart by documents/container.ts. */
+export type SniffedFormat = ImageFormat;
 
 export interface Sniffed {
   format: SniffedFormat;
   mimeType: string;
 }
 
-/** Recognised but not accepted (JPEG 2000, lossless JPEG, PDF, ...). */
+/** Recognised but not accepted (differential or arithmetic-coded lossless JPEG, PDF, JPX, ...). */
 export type SniffRefusal = { refused: true; reason: string };
 
 /**
@@ -32,21 +34,10 @@ export type SniffRefusal = { refused: true; reason: string };
  */
 export const SNIFF_HEAD_BYTES = 64 * 1024;
 
-export const MIME_TYPES: Record<SniffedFormat | 'pdf' | 'zip', string> = Object.freeze({
-  jpeg: 'image/jpeg',
-  png: 'image/png',
-  gif: 'image/gif',
-  webp: 'image/webp',
-  avif: 'image/avif',
-  heic: 'image/heic',
-  tiff: 'image/tiff',
-  bmp: 'image/bmp',
-  svg: 'image/svg+xml',
-  pdf: 'application/pdf',
-  zip: 'application/zip',
-});
+/** HEIF images whose brands name no HEVC codec are stored as `heic` with this type. */
+const HEIF_MIME = FORMATS.heic.otherMimes[0];
 
-const accept = (format: SniffedFormat, mimeType: string = MIME_TYPES[format]): Sniffed => ({ format, mimeType });
+const accept = (format: SniffedFormat, mimeType: string = FORMATS[format].mime): Sniffed => ({ format, mimeType });
 const refuse = (reason: string): SniffRefusal => ({ refused: true, reason });
 
 /** True if `bytes` occur in `b` at `offset` (false, never a throw, past the end). */
@@ -74,13 +65,10 @@ export function sniff(head: Buffer): Sniffed | SniffRefusal | null {
   }
   if (hasAscii(b, 0, 'BM')) return sniffBmp(b);
 
+  if (hasBytes(b, 0, [0x00, 0x00, 0x00, 0x0c, 0x6a, 0x50, 0x20, 0x20, 0x0d, 0x0a, 0x87, 0x0a])) return sniffJp2(b);
+  if (hasBytes(b, 0, [0xff, 0x4f, 0xff, 0x51])) return accept('jp2', FORMATS.jp2.otherMimes[0]); // raw J2K codestream (SOC + SIZ)
+
   // Formats we know about but refuse, so users get a specific error message.
-  if (
-    hasBytes(b, 0, [0x00, 0x00, 0x00, 0x0c, 0x6a, 0x50, 0x20, 0x20, 0x0d, 0x0a, 0x87, 0x0a]) || // JP2 file
-    hasBytes(b, 0, [0xff, 0x4f, 0xff, 0x51]) // raw J2K codestream (SOC + SIZ)
-  ) {
-    return refuse('JPEG 2000 is not supported');
-  }
   if (hasAscii(b, 0, '%PDF-')) return refuse('PDF input is not supported');
 
   // Text formats last: they have no magic number, only structure.
@@ -96,8 +84,9 @@ export function sniff(head: Buffer): Sniffed | SniffRefusal | null {
  * rather than searching for the byte pair, because APPn payloads (notably EXIF
  * thumbnails) routinely contain other JPEGs' markers.
  *
- * Lossless JPEG (ITU T.81 process 14) is refused because libvips/libjpeg-turbo
- * as shipped with sharp cannot decode it. Anything we cannot conclude from the
+ * Lossless JPEG of process 14 (SOF3) is accepted as JPEG and decoded by this
+ * service (libjpeg-turbo in sharp's libvips cannot); the differential and
+ * arithmetic-coded lossless processes are refused. Anything we cannot conclude from the
  * head (truncated, SOF beyond the window, malformed segments) is accepted as
  * JPEG: the decoder will produce the real error if there is one.
  */
@@ -117,8 +106,9 @@ function sniffJpeg(b: Buffer): Sniffed | SniffRefusal {
 
     // SOF0..SOF15, excluding DHT (C4), JPG (C8) and DAC (CC), which share the range.
     if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) {
-      const lossless = marker === 0xc3 || marker === 0xc7 || marker === 0xcb || marker === 0xcf;
-      return lossless ? refuse('lossless JPEG is not supported') : accept('jpeg');
+      // Process 14 (SOF3) is decoded by decoders/jpeg-lossless.ts; the other lossless processes are refused.
+      const lossless = marker === 0xc7 || marker === 0xcb || marker === 0xcf;
+      return lossless ? refuse('lossless JPEG other than process 14 (SOF3) is not supported') : accept('jpeg');
     }
 
     if (i + 2 > b.length) break; // head ends inside the length field
@@ -162,8 +152,23 @@ function sniffIsoBmff(b: Buffer): Sniffed | null {
   if (brands.some((x) => x === 'avif' || x === 'avis')) return accept('avif');
   if (brands.some((x) => HEIC_BRANDS.has(x))) return accept('heic');
   // Only the generic HEIF brands: the codec is unknown, so do not claim HEVC.
-  if (brands.some((x) => GENERIC_HEIF_BRANDS.has(x))) return accept('heic', 'image/heif');
+  if (brands.some((x) => GENERIC_HEIF_BRANDS.has(x))) return accept('heic', HEIF_MIME);
   return null; // MP4, QuickTime, 3GP, ... are not images
+}
+
+// ---------------------------------------------------------------------------
+// JPEG 2000
+
+/**
+ * A JP2 file: the signature box, then `ftyp`, whose brands say JP2 (`jp2 `) or an extension
+ * (`jpx `: JPX, `jpm `: compound documents) that OpenJPEG does not read as such.
+ */
+function sniffJp2(b: Buffer): Sniffed | SniffRefusal {
+  if (hasAscii(b, 16, 'jp2 ')) return accept('jp2');
+  // A JPX that lists jp2 among its compatible brands is readable as JP2 (15444-2 I.7.1).
+  const ftypSize = b.length >= 16 ? b.readUInt32BE(12) : 0;
+  for (let o = 28; o + 4 <= Math.min(b.length, 12 + ftypSize); o += 4) if (hasAscii(b, o, 'jp2 ')) return accept('jp2');
+  return refuse('JPEG 2000 extensions (JPX, JPM) without JP2 compatibility are not supported');
 }
 
 // ---------------------------------------------------------------------------

@@ -1,28 +1,35 @@
 // Option schemas and helpers shared by the image kinds.
-import { OUTPUT_FORMATS, OUTPUT_MIME, outputFilename, type OutputFormat } from '../imaging/formats.js';
-import { parseColour } from '../imaging/geometry.js';
+import { mimeOf, OUTPUT_FORMATS, outputFilename } from '../imaging/formats.js';
+import { parseColour, type Size } from '../imaging/geometry.js';
 import { runImageJob, type ImageJob } from '../imaging/pipeline.js';
-import type { FieldError, JsonSchema, Operation, OperationContext, OperationResult } from './types.js';
+import type { FieldError, OperationContext, OperationResult, OptionsOf } from './types.js';
 
-export const formatOption: JsonSchema = {
-  type: 'string',
-  enum: [...OUTPUT_FORMATS],
-  description: "Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.",
-};
+// Schemas are written `as const`: each kind's options type is read from them (OptionsOf).
 
-export const qualityOption: JsonSchema = {
-  type: 'integer',
-  minimum: 1,
-  maximum: 100,
-  description: "Encoder quality, 1–100 (for PNG and GIF: the palette's size and fidelity).",
-};
+/** `format` and `quality`, the options of every kind that writes one image. */
+export const imageOutputOptions = {
+  format: {
+    type: 'string',
+    enum: [...OUTPUT_FORMATS],
+    description: "Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.",
+  },
+  quality: {
+    type: 'number',
+    minimum: 1,
+    maximum: 100,
+    description: "Encoder quality, 1–100; a fraction is rounded (for PNG and GIF: the palette's size and fidelity).",
+  },
+} as const;
 
-export const colourOption = (description: string): JsonSchema => ({
-  type: 'string',
-  maxLength: 64,
-  description: `${description} A CSS colour: a name, #rgb, #rrggbb, #rrggbbaa, rgb() or rgba().`,
-  example: '#ffffff',
-});
+export type ImageOutputOptions = OptionsOf<{ properties: typeof imageOutputOptions }>;
+
+export const colourOption = (description: string) =>
+  ({
+    type: 'string',
+    maxLength: 64,
+    description: `${description} A CSS colour: a name, #rgb, #rrggbb, #rrggbbaa, rgb() or rgba().`,
+    examples: ['#ffffff'],
+  }) as const;
 
 /** Positions shared by resize, crop and watermark, as the API spells them. */
 export const GRAVITIES = ['center', 'top', 'right', 'bottom', 'left', 'top-left', 'top-right', 'bottom-left', 'bottom-right'] as const;
@@ -54,14 +61,9 @@ export function exactlyOne(options: Record<string, unknown>, fields: string[]): 
   return [{ field: present[1] ?? fields[0]!, message: `give exactly one of ${fields.join(', ')}` }];
 }
 
-export interface ImageOutputOptions {
-  format?: OutputFormat;
-  quality?: number;
-}
-
 /** Runs one image through the pipeline and wraps it as the task's single output. */
-export async function runSingleImage<O extends ImageOutputOptions>(
-  op: Operation<O>,
+export async function runSingleImage<O extends Omit<ImageOutputOptions, 'quality'> & { quality?: number | string }>(
+  op: { outputSize?(options: O, source: Size): Size | undefined; capsOutputSide?: boolean },
   ctx: OperationContext<O>,
   job: Partial<ImageJob>,
 ): Promise<OperationResult> {
@@ -73,7 +75,8 @@ export async function runSingleImage<O extends ImageOutputOptions>(
     deadline: ctx.deadline,
     signal: ctx.signal,
     format: ctx.options.format,
-    quality: ctx.options.quality,
+    // Any number 1–100 is accepted; encoders take whole steps ("auto" is compress's, which says what it means).
+    quality: typeof ctx.options.quality === 'number' ? Math.round(ctx.options.quality) : undefined,
     outputSize: op.outputSize ? (source) => op.outputSize!(ctx.options, source) : undefined,
     capOutputSide: op.capsOutputSide,
     ...job,
@@ -83,12 +86,14 @@ export async function runSingleImage<O extends ImageOutputOptions>(
       {
         data: encoded.data,
         format: encoded.format,
-        mimeType: OUTPUT_MIME[encoded.format],
+        mimeType: mimeOf(encoded.format),
         filename: outputFilename(input.file.filename, encoded.format),
         width: encoded.width,
         height: encoded.height,
         pages: encoded.frames > 1 ? encoded.frames : undefined,
       },
     ],
+    // What a similarity search chose: the quality (absent when lossless) and the SSIM it kept.
+    ...(encoded.ssim === undefined ? {} : { result: { quality: encoded.quality, ssim: Math.floor(encoded.ssim * 10_000) / 10_000 } }),
   };
 }

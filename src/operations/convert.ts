@@ -1,13 +1,12 @@
-import type { OutputFormat } from '../imaging/formats.js';
-import { formatOption, qualityOption, runSingleImage } from './common.js';
+import { imageOutputOptions, runSingleImage } from './common.js';
 import type { Operation } from './types.js';
 
-export interface ConvertOptions {
-  format: OutputFormat;
-  quality?: number;
-}
+const optionsSchema = {
+  properties: imageOutputOptions,
+  required: ['format'],
+} as const;
 
-export const convert: Operation<ConvertOptions> = {
+export const convert: Operation<typeof optionsSchema> = {
   kind: 'convert',
   summary: 'Convert an image to another format',
   description:
@@ -15,10 +14,8 @@ export const convert: Operation<ConvertOptions> = {
     'alpha is flattened onto white for JPEG.',
   accepts: 'image',
   batch: true,
-  options: {
-    properties: { format: formatOption, quality: qualityOption },
-    required: ['format'],
-  },
+  example: { format: 'webp', quality: 80 },
+  options: optionsSchema,
   run(ctx) {
     return runSingleImage(convert, ctx, {});
   },

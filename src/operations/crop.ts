@@ -1,19 +1,44 @@
 import { aspectBox, parseAspectRatio } from '../imaging/geometry.js';
-import { GRAVITIES, SHARP_GRAVITY, SMART_GRAVITIES, formatOption, qualityOption, runSingleImage, type Gravity, type ImageOutputOptions } from './common.js';
-import type { FieldError, Operation } from './types.js';
-
-export interface CropOptions extends ImageOutputOptions {
-  left?: number;
-  top?: number;
-  width?: number;
-  height?: number;
-  aspectRatio?: string;
-  gravity?: Gravity | (typeof SMART_GRAVITIES)[number] | 'north' | 'south' | 'east' | 'west';
-}
+import { coverResize } from '../imaging/smart-crop.js';
+import { GRAVITIES, SHARP_GRAVITY, SMART_GRAVITIES, imageOutputOptions, runSingleImage, type Gravity } from './common.js';
+import type { FieldError, Operation, OptionsOf } from './types.js';
 
 const RECT = ['left', 'top', 'width', 'height'] as const;
-const COMPASS: Record<string, Gravity> = { north: 'top', south: 'bottom', east: 'right', west: 'left', northeast: 'top-right', northwest: 'top-left', southeast: 'bottom-right', southwest: 'bottom-left' };
-const px = (description: string) => ({ type: 'integer', minimum: 0, maximum: 1_000_000, description });
+/** Compass names crop's gravity also takes, as the API's positions. */
+const COMPASS = {
+  north: 'top',
+  south: 'bottom',
+  east: 'right',
+  west: 'left',
+  northeast: 'top-right',
+  northwest: 'top-left',
+  southeast: 'bottom-right',
+  southwest: 'bottom-left',
+} as const satisfies Record<string, Gravity>;
+const px = (description: string) => ({ type: 'integer', minimum: 0, maximum: 1_000_000, description }) as const;
+
+const optionsSchema = {
+  properties: {
+    left: px('Left edge, in pixels.'),
+    top: px('Top edge, in pixels.'),
+    width: { ...px('Width, in pixels.'), minimum: 1 },
+    height: { ...px('Height, in pixels.'), minimum: 1 },
+    aspectRatio: {
+      type: 'string',
+      pattern: '^\\d{1,5}(\\.\\d{1,4})?:\\d{1,5}(\\.\\d{1,4})?$',
+      description: 'Width:height, e.g. "16:9".',
+      examples: ['16:9'],
+    },
+    gravity: {
+      type: 'string',
+      enum: [...GRAVITIES, ...(Object.keys(COMPASS) as (keyof typeof COMPASS)[]), ...SMART_GRAVITIES],
+      description: 'Where the aspect-ratio crop sits. Default center.',
+    },
+    ...imageOutputOptions,
+  },
+} as const;
+
+type CropOptions = OptionsOf<typeof optionsSchema>;
 
 /** The rectangle a crop takes from an upright image of `source` size. */
 function cropRect(options: CropOptions, source: { width: number; height: number }) {
@@ -21,7 +46,7 @@ function cropRect(options: CropOptions, source: { width: number; height: number 
   return { left: options.left!, top: options.top!, width: options.width!, height: options.height! };
 }
 
-export const crop: Operation<CropOptions> = {
+export const crop: Operation<typeof optionsSchema> = {
   kind: 'crop',
   summary: 'Crop an image',
   description:
@@ -29,22 +54,8 @@ export const crop: Operation<CropOptions> = {
     'placed by `gravity` — `attention` (salient features) and `entropy` (detail) are the smart crops of libvips. A rectangle outside the image is refused.',
   accepts: 'image',
   batch: true,
-  options: {
-    properties: {
-      left: px('Left edge, in pixels.'),
-      top: px('Top edge, in pixels.'),
-      width: { ...px('Width, in pixels.'), minimum: 1 },
-      height: { ...px('Height, in pixels.'), minimum: 1 },
-      aspectRatio: { type: 'string', pattern: '^\\d{1,5}(\\.\\d{1,4})?:\\d{1,5}(\\.\\d{1,4})?$', description: 'Width:height, e.g. "16:9".', example: '16:9' },
-      gravity: {
-        type: 'string',
-        enum: [...GRAVITIES, ...Object.keys(COMPASS), ...SMART_GRAVITIES],
-        description: 'Where the aspect-ratio crop sits. Default center.',
-      },
-      format: formatOption,
-      quality: qualityOption,
-    },
-  },
+  example: { aspectRatio: '16:9', gravity: 'attention' },
+  options: optionsSchema,
   check(options, inputs) {
     const errors: FieldError[] = [];
     const rect = RECT.filter((f) => options[f] !== undefined);
@@ -52,7 +63,8 @@ export const crop: Operation<CropOptions> = {
       if (rect.length) errors.push({ field: rect[0]!, message: 'give either a rectangle or aspectRatio, not both' });
       if (!parseAspectRatio(options.aspectRatio)) errors.push({ field: 'aspectRatio', message: 'must be two positive numbers, like "16:9"' });
     } else {
-      for (const field of RECT) if (options[field] === undefined) errors.push({ field, message: 'is required for a rectangle crop (or give aspectRatio)' });
+      for (const field of RECT)
+        if (options[field] === undefined) errors.push({ field, message: 'is required for a rectangle crop (or give aspectRatio)' });
       if (options.gravity !== undefined) errors.push({ field: 'gravity', message: 'applies to aspectRatio crops only' });
     }
     if (!errors.length && options.aspectRatio === undefined) {
@@ -73,12 +85,13 @@ export const crop: Operation<CropOptions> = {
   run(ctx) {
     const options = ctx.options;
     return runSingleImage(crop, ctx, {
-      transform: (image, source) => {
+      transform: (image, source, firstFrame) => {
         const rect = cropRect(options, source);
         if (rect.left === undefined) {
           // cover at scale 1: the box of that ratio, placed by gravity (or chosen by content).
-          const gravity = options.gravity ? (COMPASS[options.gravity] ?? options.gravity) : 'center';
-          return image.resize({ width: rect.width, height: rect.height, fit: 'cover', position: (SHARP_GRAVITY as Record<string, string>)[gravity] ?? gravity });
+          const gravity = options.gravity ? ((COMPASS as Record<string, Gravity>)[options.gravity] ?? options.gravity) : 'center';
+          const position = (SHARP_GRAVITY as Record<string, string>)[gravity] ?? gravity;
+          return coverResize(image, { width: rect.width, height: rect.height, position }, source, firstFrame);
         }
         // Headers can be wrong about the size: clip to the real image rather than fail.
         const left = Math.min(rect.left, source.width - 1);

@@ -1,24 +1,22 @@
-import { formatOption, qualityOption, runSingleImage, type ImageOutputOptions } from './common.js';
+import { imageOutputOptions, runSingleImage } from './common.js';
 import type { Operation } from './types.js';
 
-export interface FlipOptions extends ImageOutputOptions {
-  direction: 'horizontal' | 'vertical' | 'both';
-}
+const optionsSchema = {
+  properties: {
+    direction: { type: 'string', enum: ['horizontal', 'vertical', 'both'] },
+    ...imageOutputOptions,
+  },
+  required: ['direction'],
+} as const;
 
-export const flip: Operation<FlipOptions> = {
+export const flip: Operation<typeof optionsSchema> = {
   kind: 'flip',
   summary: 'Mirror an image',
   description: '`horizontal` mirrors left–right, `vertical` top–bottom, `both` does both (a 180° turn). Applied after EXIF orientation.',
   accepts: 'image',
   batch: true,
-  options: {
-    properties: {
-      direction: { type: 'string', enum: ['horizontal', 'vertical', 'both'] },
-      format: formatOption,
-      quality: qualityOption,
-    },
-    required: ['direction'],
-  },
+  example: { direction: 'horizontal' },
+  options: optionsSchema,
   run(ctx) {
     const { direction } = ctx.options;
     return runSingleImage(flip, ctx, {

@@ -7,14 +7,25 @@ import { imageToPdf } from './image-to-pdf.js';
 import { presentationToImages } from './presentation-to-images.js';
 import { resize } from './resize.js';
 import { rotate } from './rotate.js';
-import type { Operation } from './types.js';
+import type { AnyOperation } from './types.js';
 import { upscale } from './upscale.js';
 import { watermark } from './watermark.js';
 
-export const OPERATIONS: readonly Operation<any>[] = [compress, resize, crop, convert, rotate, flip, watermark, upscale, imageToPdf, presentationToImages];
+export const OPERATIONS: readonly AnyOperation[] = [
+  compress,
+  resize,
+  crop,
+  convert,
+  rotate,
+  flip,
+  watermark,
+  upscale,
+  imageToPdf,
+  presentationToImages,
+];
 
 const byKind = new Map(OPERATIONS.map((op) => [op.kind, op]));
 
-export function getOperation(kind: string): Operation<any> | undefined {
+export function getOperation(kind: string): AnyOperation | undefined {
   return byKind.get(kind);
 }

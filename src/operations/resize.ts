@@ -1,20 +1,29 @@
-import { resizedSize, type Fit } from '../imaging/geometry.js';
-import { MAX_OUTPUT_SIDE } from '../imaging/pipeline.js';
-import { GRAVITIES, SHARP_GRAVITY, SMART_GRAVITIES, checkColour, colourOption, formatOption, qualityOption, runSingleImage, type Gravity, type ImageOutputOptions } from './common.js';
+import { FITS, resizedSize } from '../imaging/geometry.js';
+import { MAX_OUTPUT_SIDE } from '../imaging/limits.js';
+import { coverResize } from '../imaging/smart-crop.js';
+import { GRAVITIES, SHARP_GRAVITY, SMART_GRAVITIES, checkColour, colourOption, imageOutputOptions, runSingleImage } from './common.js';
 import type { FieldError, Operation } from './types.js';
 
-export interface ResizeOptions extends ImageOutputOptions {
-  width?: number;
-  height?: number;
-  fit?: Fit;
-  position?: Gravity | (typeof SMART_GRAVITIES)[number];
-  background?: string;
-  withoutEnlargement?: boolean;
-}
+const side = (what: string) =>
+  ({ type: 'integer', minimum: 1, maximum: MAX_OUTPUT_SIDE, description: `${what} in pixels (at most ${MAX_OUTPUT_SIDE}).` }) as const;
 
-const side = (what: string) => ({ type: 'integer', minimum: 1, maximum: MAX_OUTPUT_SIDE, description: `${what} in pixels (at most ${MAX_OUTPUT_SIDE}).` });
+const optionsSchema = {
+  properties: {
+    width: side('Target width'),
+    height: side('Target height'),
+    fit: { type: 'string', enum: FITS, description: 'Default inside.' },
+    position: {
+      type: 'string',
+      enum: [...GRAVITIES, ...SMART_GRAVITIES],
+      description: 'Where `cover` crops and `contain` places the image. Default center.',
+    },
+    background: colourOption('Letterbox colour for `contain`. Default transparent where the format has alpha, else white.'),
+    withoutEnlargement: { type: 'boolean', description: 'Never make the image larger than it is.' },
+    ...imageOutputOptions,
+  },
+} as const;
 
-export const resize: Operation<ResizeOptions> = {
+export const resize: Operation<typeof optionsSchema> = {
   kind: 'resize',
   summary: 'Resize an image',
   description:
@@ -24,18 +33,8 @@ export const resize: Operation<ResizeOptions> = {
   accepts: 'image',
   batch: true,
   capsOutputSide: true,
-  options: {
-    properties: {
-      width: side('Target width'),
-      height: side('Target height'),
-      fit: { type: 'string', enum: ['cover', 'contain', 'fill', 'inside', 'outside'], description: 'Default inside.' },
-      position: { type: 'string', enum: [...GRAVITIES, ...SMART_GRAVITIES], description: 'Where `cover` crops and `contain` places the image. Default center.' },
-      background: colourOption('Letterbox colour for `contain`. Default transparent where the format has alpha, else white.'),
-      withoutEnlargement: { type: 'boolean', description: 'Never make the image larger than it is.' },
-      format: formatOption,
-      quality: qualityOption,
-    },
-  },
+  example: { width: 1600, fit: 'inside', format: 'webp', quality: 80 },
+  options: optionsSchema,
   check(options) {
     const errors: FieldError[] = [];
     if (options.width === undefined && options.height === undefined) errors.push({ field: 'width', message: 'give width, height or both' });
@@ -49,8 +48,8 @@ export const resize: Operation<ResizeOptions> = {
     const { width, height, fit = 'inside', position = 'center', background, withoutEnlargement } = ctx.options;
     return runSingleImage(resize, ctx, {
       background,
-      transform: (image) =>
-        image.resize({
+      transform: (image, source, firstFrame) => {
+        const options = {
           width,
           height,
           fit,
@@ -58,7 +57,12 @@ export const resize: Operation<ResizeOptions> = {
           background: background ?? { r: 0, g: 0, b: 0, alpha: 0 },
           withoutEnlargement,
           kernel: 'lanczos3',
-        }),
+        } as const;
+        // A cover box of both sides may be chosen by content, on an animation too.
+        if (fit === 'cover' && width !== undefined && height !== undefined)
+          return coverResize(image, { ...options, width, height }, source, firstFrame);
+        return image.resize(options);
+      },
     });
   },
 };

@@ -1,11 +1,15 @@
-import { ALPHA_OUTPUTS, defaultOutputFormat } from '../imaging/formats.js';
-import { checkColour, colourOption, formatOption, qualityOption, runSingleImage, type ImageOutputOptions } from './common.js';
+import { canHoldAlpha, defaultOutputFormat } from '../imaging/formats.js';
+import { checkColour, colourOption, imageOutputOptions, runSingleImage } from './common.js';
 import type { Operation } from './types.js';
 
-export interface RotateOptions extends ImageOutputOptions {
-  angle: number;
-  background?: string;
-}
+const optionsSchema = {
+  properties: {
+    angle: { type: 'number', description: 'Degrees, clockwise: any number (turned modulo 360).' },
+    background: colourOption('Colour of the uncovered corners.'),
+    ...imageOutputOptions,
+  },
+  required: ['angle'],
+} as const;
 
 /** The bounding box of a `width`×`height` image turned by `angle` degrees. */
 export function rotatedSize(source: { width: number; height: number }, angle: number) {
@@ -18,7 +22,7 @@ export function rotatedSize(source: { width: number; height: number }, angle: nu
   return { width: Math.round(w), height: Math.round(h) };
 }
 
-export const rotate: Operation<RotateOptions> = {
+export const rotate: Operation<typeof optionsSchema> = {
   kind: 'rotate',
   summary: 'Rotate an image',
   description:
@@ -26,22 +30,17 @@ export const rotate: Operation<RotateOptions> = {
     'and fill the corners with `background` (default transparent where the output format has alpha, else white).',
   accepts: 'image',
   batch: true,
-  options: {
-    properties: {
-      angle: { type: 'number', minimum: -3600, maximum: 3600, description: 'Degrees, clockwise.' },
-      background: colourOption('Colour of the uncovered corners.'),
-      format: formatOption,
-      quality: qualityOption,
-    },
-    required: ['angle'],
-  },
+  example: { angle: 90 },
+  options: optionsSchema,
   check: (options) => checkColour('background', options.background),
   outputSize: (options, source) => rotatedSize(source, options.angle),
   run(ctx) {
-    const { angle, background } = ctx.options;
+    const { background } = ctx.options;
+    // Any finite number of degrees: libvips takes the same turn within one revolution.
+    const angle = ((ctx.options.angle % 360) + 360) % 360;
     const input = ctx.inputs[0]!.file;
     const format = ctx.options.format ?? defaultOutputFormat(input.format, true);
-    const fill = background ?? (ALPHA_OUTPUTS.has(format) ? '#00000000' : '#ffffff');
+    const fill = background ?? (canHoldAlpha(format) ? '#00000000' : '#ffffff');
     return runSingleImage(rotate, ctx, {
       background: background ?? '#ffffff',
       // libvips rotates single images; animations are turned frame by frame.

@@ -1,12 +1,36 @@
 // What every job kind provides. Routes, validation, the OpenAPI document and the dashboard's
 // forms are all derived from these modules (see registry.ts).
+import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import type { PlanLimits } from '../accounts/plans.js';
 import type { Config } from '../config.js';
 import type { DocumentTools } from '../documents/tools.js';
 import type { FileRecord } from '../files/files.js';
+import type { InputKind } from '../files/kinds.js';
 
 /** A JSON Schema fragment (Fastify/Ajv and OpenAPI read the same object). */
 export type JsonSchema = Record<string, unknown>;
+
+/**
+ * A kind's options besides its input(s): JSON Schema properties, written `as const` so that
+ * `OptionsOf` can read the TypeScript type from them (the schema is the only definition).
+ */
+export interface OptionsSchema {
+  readonly properties: { readonly [name: string]: JSONSchema };
+  readonly required?: readonly string[];
+}
+
+/**
+ * The options an `OptionsSchema` accepts, as a type: the body has no other field. Of a kind
+ * not known statically (`Operation` alone, as the registry lists them): any object.
+ */
+export type OptionsOf<S extends OptionsSchema> = OptionsSchema extends S
+  ? Record<string, unknown>
+  : FromSchema<{
+      type: 'object';
+      additionalProperties: false;
+      properties: S['properties'];
+      required: S['required'] extends readonly string[] ? S['required'] : [];
+    }>;
 
 export interface FieldError {
   field: string;
@@ -58,9 +82,8 @@ export interface OperationResult {
   bundled?: boolean;
 }
 
-export type InputKind = 'image' | 'presentation';
-
-export interface Operation<O = Record<string, unknown>> {
+/** A job kind whose options are described by the schema `S`; their type is read from it. */
+export interface Operation<S extends OptionsSchema = OptionsSchema> {
   kind: string;
   summary: string;
   description: string;
@@ -70,23 +93,32 @@ export interface Operation<O = Record<string, unknown>> {
   multiInput?: { min: number; max: number };
   /** Whether `POST /api/process/batch/{kind}` exists for it. */
   batch: boolean;
-  /** Options besides fileId/fileIds. */
-  options: { properties: Record<string, JsonSchema>; required?: string[] };
+  /** Options besides fileId/fileIds: what Ajv validates and the OpenAPI document shows. */
+  options: S;
+  /** Valid options, as the OpenAPI document shows them (in `<Kind>Options` and the request examples). */
+  example: OptionsOf<S>;
   /**
    * Checks that need more than one field or the input files. Called first with `inputs` empty
    * (before the files are looked up, so a bad option outranks a missing file), then with them.
    */
-  check?(options: O, inputs: FileRecord[], limits: PlanLimits): FieldError[];
+  check?(options: OptionsOf<S>, inputs: FileRecord[], limits: PlanLimits): FieldError[];
   /** Further files the options name (a watermark's logo): checked like inputs, read by the task. */
-  extraInputs?(options: O): string[];
+  extraInputs?(options: OptionsOf<S>): string[];
   /** Output sides are capped at MAX_OUTPUT_SIDE (resize and upscale). */
   capsOutputSide?: boolean;
   /**
    * The output size (one frame) the options decide for an input of `source` size, so the
    * pixel limit is checked when the task is queued and again before decoding.
    */
-  outputSize?(options: O, source: { width: number; height: number }): { width: number; height: number } | undefined;
+  outputSize?(options: OptionsOf<S>, source: { width: number; height: number }): { width: number; height: number } | undefined;
   /** Time the kind may take beyond TASK_TIMEOUT_SECONDS (a LibreOffice conversion's own limit). */
   extraTimeMs?(config: Config): number;
-  run(ctx: OperationContext<O>): Promise<OperationResult>;
+  run(ctx: OperationContext<OptionsOf<S>>): Promise<OperationResult>;
 }
+
+/**
+ * Any one of the kinds, as the registry and the code that serves every kind hold them. `any`
+ * because each kind's methods take its own options type: no single options type accepts them all.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyOperation = Operation<any>;

@@ -1,12 +1,17 @@
-import { MAX_OUTPUT_SIDE } from '../imaging/pipeline.js';
-import { exactlyOne, formatOption, qualityOption, runSingleImage, type ImageOutputOptions } from './common.js';
-import type { Operation } from './types.js';
+import { MAX_OUTPUT_SIDE } from '../imaging/limits.js';
+import { exactlyOne, imageOutputOptions, runSingleImage } from './common.js';
+import type { Operation, OptionsOf } from './types.js';
 
-export interface UpscaleOptions extends ImageOutputOptions {
-  factor?: 2 | 3 | 4;
-  width?: number;
-  height?: number;
-}
+const optionsSchema = {
+  properties: {
+    factor: { type: 'integer', enum: [2, 3, 4] },
+    width: { type: 'integer', minimum: 1, maximum: MAX_OUTPUT_SIDE, description: 'Target width in pixels.' },
+    height: { type: 'integer', minimum: 1, maximum: MAX_OUTPUT_SIDE, description: 'Target height in pixels.' },
+    ...imageOutputOptions,
+  },
+} as const;
+
+type UpscaleOptions = OptionsOf<typeof optionsSchema>;
 
 export function upscaledSize(options: UpscaleOptions, source: { width: number; height: number }) {
   if (options.factor) return { width: source.width * options.factor, height: source.height * options.factor };
@@ -14,7 +19,7 @@ export function upscaledSize(options: UpscaleOptions, source: { width: number; h
   return { width: Math.max(1, Math.round(source.width * scale)), height: Math.max(1, Math.round(source.height * scale)) };
 }
 
-export const upscale: Operation<UpscaleOptions> = {
+export const upscale: Operation<typeof optionsSchema> = {
   kind: 'upscale',
   summary: 'Enlarge an image',
   description:
@@ -23,15 +28,8 @@ export const upscale: Operation<UpscaleOptions> = {
   accepts: 'image',
   batch: true,
   capsOutputSide: true,
-  options: {
-    properties: {
-      factor: { type: 'integer', enum: [2, 3, 4] },
-      width: { type: 'integer', minimum: 1, maximum: MAX_OUTPUT_SIDE, description: 'Target width in pixels.' },
-      height: { type: 'integer', minimum: 1, maximum: MAX_OUTPUT_SIDE, description: 'Target height in pixels.' },
-      format: formatOption,
-      quality: qualityOption,
-    },
-  },
+  example: { factor: 2 },
+  options: optionsSchema,
   check: (options) => exactlyOne(options as Record<string, unknown>, ['factor', 'width', 'height']),
   outputSize: upscaledSize,
   run(ctx) {

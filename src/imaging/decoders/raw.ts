@@ -1,0 +1,34 @@
+// The images sharp's prebuilt libvips cannot decode (formats.ts: `libvips` is not 'decode'), each
+// decoded by this service into raw pixels. One decoder per format; the Record makes a new
+// raw-decoded row in the format table ask for its decoder.
+import { TaskError } from '../../errors.js';
+import type { RawDecodedFormat } from '../formats.js';
+import { bmp } from './bmp.js';
+import { heic } from './heic.js';
+import { jpegLossless } from './jpeg-lossless.js';
+import { jpeg2000 } from './jpeg2000.js';
+import type { HeaderInfo, RawDecoder, RawImage } from './pixels.js';
+
+/**
+ * What this service decodes itself: a format libvips cannot read, or a variant of one it reads
+ * (lossless JPEG: a file of format `jpeg` whose frame libjpeg-turbo refuses; source.ts tells it).
+ */
+export type RawDecoderName = RawDecodedFormat | 'jpeg-lossless';
+
+const DECODERS: Record<RawDecoderName, RawDecoder> = { heic, bmp, jp2: jpeg2000, 'jpeg-lossless': jpegLossless };
+
+function decoderFor(format: RawDecoderName): RawDecoder {
+  const decoder = (DECODERS as Partial<Record<string, RawDecoder>>)[format];
+  if (!decoder) throw new TaskError('UNSUPPORTED_FORMAT', `No raw decoder for ${String(format)} input`);
+  return decoder;
+}
+
+/** Dimensions from the header only (displayed orientation applied), without decoding pixels. Throws TaskError('INVALID_IMAGE', …) for a malformed header. */
+export async function readHeader(input: Buffer, format: RawDecoderName): Promise<HeaderInfo> {
+  return decoderFor(format).readHeader(input);
+}
+
+/** Decodes the primary image. Checks width*height against maxPixels BEFORE allocating pixel memory (TaskError('IMAGE_TOO_LARGE', …)). Throws TaskError('INVALID_IMAGE', …) for corrupt data. */
+export async function decodeRaw(input: Buffer, format: RawDecoderName, maxPixels: number): Promise<RawImage> {
+  return decoderFor(format).decode(input, maxPixels);
+}

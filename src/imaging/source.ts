@@ -1,0 +1,148 @@
+// The source image: what its header says (inspect), checked against the plan before any pixel
+// is decoded, how to open it (openSource) and turn it upright (orient). How each format is read comes from the
+// format table: libvips for most; this service's own decoders (decoders/) for HEIC, BMP, JPEG 2000
+// and lossless JPEG, whose pixels sharp then takes raw; SVG from memory, rewritten without outside references
+// (svg.ts), so it cannot reach any other file.
+import fs from 'node:fs';
+import sharp, { type Metadata, type Sharp } from 'sharp';
+import { TaskError } from '../errors.js';
+import { isLosslessJpeg } from './decoders/jpeg-lossless.js';
+import { decodeRaw, readHeader, type RawDecoderName } from './decoders/raw.js';
+import { rawToSharp } from './decoders/to-sharp.js';
+import { asHeaderError } from './errors.js';
+import { isAnimation, isRawDecoded } from './formats.js';
+import { libvipsAvifInput, primaryItemMetadata, primaryPage } from './heif-items.js';
+import { checkSource, type ImageLimits } from './limits.js';
+import { SNIFF_HEAD_BYTES } from './sniff.js';
+import { readSafeSvg } from './svg.js';
+
+// Let the worker pool, not libvips' cache, decide how much memory is in use.
+sharp.cache(false);
+
+/** What the header says about the source, before any pixel is decoded. */
+export interface SourceInfo {
+  format: string;
+  /** Displayed size of one frame: EXIF/HEIF orientation applied. */
+  width: number;
+  height: number;
+  frames: number;
+  hasAlpha: boolean;
+  delay?: number[];
+  loop?: number;
+  /** The page libvips reads as the image: a HEIF file's primary item, when it is not the first. */
+  page?: number;
+}
+
+/** Opens one frame (`page`), or with -1 the whole animation, as a sharp image. */
+export type OpenSource = (page: number) => Sharp;
+
+/** Reads the header and enforces the plan's pixel and frame limits before any decoding. */
+export async function inspect(inputPath: string, inputFormat: string, limits: ImageLimits): Promise<SourceInfo> {
+  const decoder = await rawDecoderOf(inputPath, inputFormat);
+  const info = decoder ? await inspectRaw(inputPath, inputFormat, decoder) : await inspectWithLibvips(inputPath, inputFormat, limits);
+  checkSource(info, limits);
+  return info;
+}
+
+/**
+ * Which of this service's decoders reads the file, if libvips does not: by its format (HEIC, BMP,
+ * JPEG 2000), or, for a JPEG, by its frame (lossless, process 14).
+ */
+export async function rawDecoderOf(inputPath: string, inputFormat: string): Promise<RawDecoderName | undefined> {
+  if (isRawDecoded(inputFormat)) return inputFormat;
+  if (inputFormat !== 'jpeg') return undefined;
+  const handle = await fs.promises.open(inputPath, 'r');
+  try {
+    const head = Buffer.alloc(SNIFF_HEAD_BYTES);
+    const { bytesRead } = await handle.read(head, 0, head.length, 0);
+    return isLosslessJpeg(head.subarray(0, bytesRead)) ? 'jpeg-lossless' : undefined;
+  } finally {
+    await handle.close();
+  }
+}
+
+async function inspectRaw(inputPath: string, inputFormat: string, decoder: RawDecoderName): Promise<SourceInfo> {
+  const header = await readHeader(await fs.promises.readFile(inputPath), decoder);
+  return { format: inputFormat, width: header.width, height: header.height, frames: 1, hasAlpha: header.hasAlpha };
+}
+
+async function inspectWithLibvips(inputPath: string, inputFormat: string, limits: ImageLimits): Promise<SourceInfo> {
+  let meta: Metadata;
+  let page: number | undefined;
+  try {
+    const input = await libvipsInput(inputPath, inputFormat, limits.maxPixels);
+    // A HEIF file's image is its primary item (heif-items.ts), whatever libvips reads first.
+    ({ meta, page } = await primaryItemMetadata(input, await sharp(input, { limitInputPixels: false }).metadata()));
+  } catch (err) {
+    throw asHeaderError(err, inputFormat);
+  }
+  const frameWidth = meta.width ?? 0;
+  const frameHeight = meta.pageHeight ?? meta.height ?? 0;
+  if (!frameWidth || !frameHeight) throw new TaskError('INVALID_IMAGE', 'The image header has no dimensions');
+  const swap = (meta.orientation ?? 1) >= 5;
+  return {
+    format: inputFormat,
+    width: swap ? frameHeight : frameWidth,
+    height: swap ? frameWidth : frameHeight,
+    // Only GIF and WebP animations are animations; TIFF pages and HEIF items are not.
+    frames: isAnimation(inputFormat) ? (meta.pages ?? 1) : 1,
+    hasAlpha: meta.hasAlpha ?? false,
+    delay: meta.delay,
+    // GIFs in the wild carry 65536; encoders take at most 65535.
+    loop: meta.loop === undefined ? undefined : Math.min(meta.loop, 65_535),
+    ...(page === undefined ? {} : { page }),
+  };
+}
+
+/**
+ * How to open a source as a sharp image, as decoded (orient() turns it upright): `page` -1 for
+ * the whole animation, else one frame. HEIC, BMP, JPEG 2000 and lossless JPEG are decoded to
+ * raw pixels first (sharp's libvips cannot read them); SVG is read into memory without outside references (svg.ts), so it
+ * cannot reach any other file.
+ */
+export async function openSource(inputPath: string, inputFormat: string, maxPixels: number, animated = false): Promise<OpenSource> {
+  const decoder = await rawDecoderOf(inputPath, inputFormat);
+  if (decoder) {
+    const raw = await decodeRaw(await fs.promises.readFile(inputPath), decoder, maxPixels);
+    return () => rawToSharp(raw);
+  }
+  const input = await libvipsInput(inputPath, inputFormat, maxPixels);
+  // A HEIF file (AVIF) is one image, its primary item: that page whichever is asked.
+  const primary =
+    inputFormat === 'avif'
+      ? primaryPage(
+          await sharp(input, { limitInputPixels: false })
+            .metadata()
+            .catch((err) => Promise.reject(asHeaderError(err, inputFormat))),
+        )
+      : undefined;
+  return (page) =>
+    sharp(input, {
+      // Limits were checked per frame from the header; libvips' own check counts all frames.
+      limitInputPixels: false,
+      failOn: 'error',
+      ...(primary !== undefined ? { page: primary } : page === -1 ? { animated } : { page }),
+    });
+}
+
+/**
+ * What libvips reads for a source it decodes: SVG from memory, rewritten without outside
+ * references; an AVIF image sequence with its brand said as `avif` (heif-items.ts); else the path.
+ */
+export async function libvipsInput(inputPath: string, inputFormat: string, maxPixels: number): Promise<string | Buffer> {
+  if (inputFormat === 'svg') return readSafeSvg(inputPath, maxPixels);
+  if (inputFormat === 'avif') return libvipsAvifInput(inputPath);
+  return inputPath;
+}
+
+/**
+ * EXIF orientation applied, once. Raw-decoded pixels carry none (the HEIC decoder applies the
+ * HEIF transformations itself), so for them it changes nothing.
+ */
+export const orient = (image: Sharp): Sharp => image.autoOrient();
+
+/** openSource, each frame turned upright: for the kinds that read an image outside the pipeline. */
+export async function openUpright(inputPath: string, inputFormat: string, maxPixels: number): Promise<OpenSource> {
+  const open = await openSource(inputPath, inputFormat, maxPixels);
+  return (page) => orient(open(page));
+}

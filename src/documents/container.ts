@@ -4,24 +4,22 @@
 // OOXML decks are OLE2 files holding an "EncryptedPackage"; encrypted PPTs say so in their
 // CurrentUser stream; encrypted ODPs in their manifest.
 //
+// Macros are never run (the converter's profile disables them), so a deck in an accepted format
+// is accepted with whatever macros it carries — an ODP with Basic, a PPT or PPTX with a VBA
+// project (the corpus's testODPMacro.odp must render). The macro-enabled OOXML formats (PPTM,
+// PPSM, POTM) and templates are formats of their own that the contract does not accept.
+//
 // Identification reads the ZIP's central directory and a few small parts, or the OLE
 // directory, by random access: cheap for any size. The ZIP's expanded size is bounded from the
 // central directory at upload, and again, by actually inflating every entry, before LibreOffice
 // sees the file (a ZIP may understate its sizes; yauzl refuses an entry that inflates to more).
 import fs from 'node:fs';
-import { PassThrough, Readable } from 'node:stream';
+import { PassThrough, Readable, pipeline } from 'node:stream';
 import yauzl from 'yauzl';
+import { mimeOf, type PresentationFormat } from '../imaging/formats.js';
 import type { ObjectStorage } from '../storage/storage.js';
 import { CFB_SIGNATURE, CfbError, CompoundFile, type ByteReader } from './cfb.js';
-
-export type PresentationFormat = 'pptx' | 'ppsx' | 'ppt' | 'odp';
-
-export const PRESENTATION_MIME: Record<PresentationFormat, string> = {
-  pptx: 'application/vnd.openxmlformats-officedocument.presentationml.presentation',
-  ppsx: 'application/vnd.openxmlformats-officedocument.presentationml.slideshow',
-  ppt: 'application/vnd.ms-powerpoint',
-  odp: 'application/vnd.oasis.opendocument.presentation',
-};
+import { SvgPartDetector } from './svg-parts.js';
 
 /** The most a presentation's ZIP may expand to, and the most entries it may hold. */
 export const MAX_EXPANDED_BYTES = 1024 * 1024 * 1024;
@@ -82,10 +80,9 @@ export function storageSource(storage: ObjectStorage, key: string, size: number)
     if (end <= start) return Readable.from([]);
     const out = new PassThrough();
     storage.get(key, { start, end: end - 1 }).then(
-      (body) => {
-        body.on('error', (err) => out.destroy(err));
-        body.pipe(out);
-      },
+      // Errors travel both ways: a failed read ends the reader's stream; a reader that stops
+      // early (yauzl closing the zip) releases the storage stream.
+      (body) => pipeline(body, out, () => {}),
       (err) => out.destroy(err),
     );
     return out;
@@ -112,7 +109,7 @@ export async function identifyPresentation(source: ByteSource): Promise<Identifi
   throw new NotAPresentation('The file is not an image or presentation this service reads');
 }
 
-const identified = (format: PresentationFormat, encrypted = false): Identified => ({ format, mimeType: PRESENTATION_MIME[format], encrypted });
+const identified = (format: PresentationFormat, encrypted = false): Identified => ({ format, mimeType: mimeOf(format), encrypted });
 
 class Reader extends yauzl.RandomAccessReader {
   constructor(private readonly source: ByteSource) {
@@ -125,8 +122,9 @@ class Reader extends yauzl.RandomAccessReader {
 }
 
 async function openZip(source: ByteSource): Promise<yauzl.ZipFile> {
+  let zip: yauzl.ZipFile;
   try {
-    return await yauzl.fromRandomAccessReaderPromise(new Reader(source), source.size, {
+    zip = await yauzl.fromRandomAccessReaderPromise(new Reader(source), source.size, {
       lazyEntries: true,
       autoClose: false,
       validateEntrySizes: true,
@@ -135,9 +133,17 @@ async function openZip(source: ByteSource): Promise<yauzl.ZipFile> {
   } catch (err) {
     throw new NotAPresentation(`The file starts like a ZIP package but is not a readable one (${(err as Error).message})`);
   }
+  // Entry and read errors reach their callers through eachEntry and the entry streams; an
+  // 'error' the ZipFile emits outside them (closing its reader) must not end the process.
+  zip.on('error', () => {});
+  return zip;
 }
 
-/** Every entry from the central directory, the declared expanded size bounded. */
+/**
+ * Every entry from the central directory, the declared expanded size bounded. Two entries of
+ * one name are refused: which of them a reader takes is its own choice, so what is checked
+ * here might not be what LibreOffice reads.
+ */
 async function listEntries(zip: yauzl.ZipFile): Promise<Map<string, yauzl.Entry>> {
   if (zip.entryCount > MAX_ZIP_ENTRIES) {
     throw new NotAPresentation(`The package holds ${zip.entryCount} entries; at most ${MAX_ZIP_ENTRIES} are accepted`);
@@ -150,6 +156,7 @@ async function listEntries(zip: yauzl.ZipFile): Promise<Map<string, yauzl.Entry>
       if (expanded > MAX_EXPANDED_BYTES) {
         throw new NotAPresentation(`The package expands to more than ${MAX_EXPANDED_BYTES / 1024 / 1024} MiB; it is refused before conversion`);
       }
+      if (entries.has(entry.fileName)) throw new NotAPresentation(`The package holds two entries named ${entry.fileName}`);
       entries.set(entry.fileName, entry);
     }
   } catch (err) {
@@ -185,13 +192,15 @@ async function identifyZip(source: ByteSource): Promise<Identified> {
     const mimetype = entries.get('mimetype');
     if (mimetype) {
       const type = (await readEntry(zip, mimetype, 256)).toString('latin1').trim();
-      if (type === PRESENTATION_MIME.odp) {
+      if (type === mimeOf('odp')) {
         const manifest = entries.get('META-INF/manifest.xml');
         const encrypted = manifest ? /<manifest:encryption-data\b/.test((await readEntry(zip, manifest)).toString('utf8')) : false;
         return identified('odp', encrypted);
       }
       const odf = /^application\/vnd\.oasis\.opendocument\.(.+)$/.exec(type);
-      throw new NotAPresentation(`The file is ${odf ? (ODF_KINDS[odf[1]!] ?? `an OpenDocument ${odf[1]} file`) : 'a ZIP package'}, not a presentation`);
+      throw new NotAPresentation(
+        `The file is ${odf ? (ODF_KINDS[odf[1]!] ?? `an OpenDocument ${odf[1]} file`) : 'a ZIP package'}, not a presentation`,
+      );
     }
     const types = entries.get('[Content_Types].xml');
     if (types) return identified(ooxmlFormat((await readEntry(zip, types)).toString('utf8')));
@@ -211,8 +220,10 @@ function ooxmlFormat(contentTypes: string): PresentationFormat {
     throw new NotAPresentation('Macro-enabled presentations (PPTM, PPSM, POTM) are not accepted; save the deck as PPTX');
   }
   if (has('.presentationml.template.main+xml')) throw new NotAPresentation('PowerPoint templates (POTX) are not accepted; save the deck as PPTX');
-  if (types.some((t) => t.includes('wordprocessingml') || t.includes('ms-word'))) throw new NotAPresentation('The file is a Word document, not a presentation');
-  if (types.some((t) => t.includes('spreadsheetml') || t.includes('ms-excel'))) throw new NotAPresentation('The file is an Excel workbook, not a presentation');
+  if (types.some((t) => t.includes('wordprocessingml') || t.includes('ms-word')))
+    throw new NotAPresentation('The file is a Word document, not a presentation');
+  if (types.some((t) => t.includes('spreadsheetml') || t.includes('ms-excel')))
+    throw new NotAPresentation('The file is an Excel workbook, not a presentation');
   throw new NotAPresentation('The file is an Office Open XML package without a presentation');
 }
 
@@ -244,12 +255,19 @@ async function identifyOle(source: ByteSource): Promise<Identified> {
   }
 }
 
+/** What inflating a package found. */
+export interface ZipParts {
+  /** The entries LibreOffice could read as SVG (svg-parts.ts). */
+  svgParts: Set<string>;
+}
+
 /**
  * Before LibreOffice sees a ZIP package: inflates every entry (nothing is written) so that its
  * real expanded size, not the one it declares, stays within the bound, and a damaged entry is
- * found here rather than inside the converter.
+ * found here rather than inside the converter; on the way, finds the SVG parts.
  */
-export async function verifyZipExpansion(file: string, signal?: AbortSignal): Promise<void> {
+export async function verifyZipExpansion(file: string, signal?: AbortSignal): Promise<ZipParts> {
+  const svgParts = new Set<string>();
   const source = await fileSource(file);
   try {
     const zip = await openZip(source);
@@ -258,14 +276,14 @@ export async function verifyZipExpansion(file: string, signal?: AbortSignal): Pr
       for (const entry of entries.values()) {
         if (signal?.aborted) throw signal.reason;
         if (entry.isEncrypted()) throw new NotAPresentation('The ZIP package is encrypted');
+        const detector = new SvgPartDetector(entry.fileName);
         try {
           // validateEntrySizes: an entry that inflates past its declared size is an error.
-          for await (const _chunk of await zip.openReadStreamPromise(entry)) {
-            // drained
-          }
+          for await (const chunk of await zip.openReadStreamPromise(entry)) detector.push(chunk as Buffer);
         } catch (err) {
           throw new NotAPresentation(`The package entry ${entry.fileName} is damaged (${(err as Error).message})`);
         }
+        if (detector.isSvg()) svgParts.add(entry.fileName);
       }
     } finally {
       zip.close();
@@ -273,4 +291,5 @@ export async function verifyZipExpansion(file: string, signal?: AbortSignal): Pr
   } finally {
     await source.close();
   }
+  return { svgParts };
 }

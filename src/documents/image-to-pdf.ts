@@ -4,11 +4,14 @@
 // embedded losslessly: its pixels (first frame, upright, sRGB or grey) deflated, alpha as a
 // soft mask. Pixels stream from sharp through zlib, so only compressed bytes are held.
 import fs from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import { PDFDocument, concatTransformationMatrix, drawObject, popGraphicsState, pushGraphicsState, type PDFRef } from 'pdf-lib';
 import type { Sharp } from 'sharp';
 import { TaskError } from '../errors.js';
-import { asTaskError, inspect, openUpright, type ImageLimits } from '../imaging/pipeline.js';
+import { asTaskError } from '../imaging/errors.js';
+import type { ImageLimits } from '../imaging/limits.js';
+import { inspect, openUpright } from '../imaging/source.js';
 
 export const PAGE_SIZES = ['fit', 'A4', 'Letter', 'Legal', 'A3'] as const;
 export type PageSize = (typeof PAGE_SIZES)[number];
@@ -52,7 +55,9 @@ export function marginProblem(layout: PdfLayout): string | undefined {
   const margin = layout.margin ?? 0;
   if (!layout.pageSize || layout.pageSize === 'fit' || margin === 0) return undefined;
   const shortest = Math.min(...PAGE_POINTS[layout.pageSize]);
-  return 2 * margin >= shortest ? `a margin of ${margin} pt leaves no room on a ${layout.pageSize} page (${Math.floor(shortest)} pt across)` : undefined;
+  return 2 * margin >= shortest
+    ? `a margin of ${margin} pt leaves no room on a ${layout.pageSize} page (${Math.floor(shortest)} pt across)`
+    : undefined;
 }
 
 /** Where the image goes: the page's size and the image's box on it, in points. */
@@ -94,7 +99,9 @@ export async function buildPdf(images: PdfImage[], layout: PdfLayout, run: Build
     // The plan's limits from the header, as for every image job (only the first frame is used).
     const source = await inspect(image.path, image.format, run.limits);
     const open = await openUpright(image.path, image.format, run.limits.maxPixels);
-    const meta = await open(0).metadata().catch((err) => Promise.reject(asTaskError(err)));
+    const meta = await open(0)
+      .metadata()
+      .catch((err) => Promise.reject(asTaskError(err)));
     const { page, box } = placeImage({ width: source.width, height: source.height, density: meta.density }, layout);
     const pdfPage = doc.addPage(page);
 
@@ -105,12 +112,21 @@ export async function buildPdf(images: PdfImage[], layout: PdfLayout, run: Build
       pdfPage.drawImage(jpeg, box);
     } else if (image.format === 'jpeg') {
       // Upright and sRGB first; still a JPEG stream, at a quality that keeps the detail.
-      const bytes = await open(0).toColourspace('srgb').jpeg({ quality: 92, chromaSubsampling: '4:4:4' }).toBuffer().catch((err) => Promise.reject(asTaskError(err)));
+      const bytes = await open(0)
+        .toColourspace('srgb')
+        .jpeg({ quality: 92, chromaSubsampling: '4:4:4' })
+        .toBuffer()
+        .catch((err) => Promise.reject(asTaskError(err)));
       account(bytes.length);
       pdfPage.drawImage(await doc.embedJpg(bytes), box);
     } else {
       const grey = meta.space === 'b-w' || (meta.channels ?? 3) <= 2;
-      const colour = await deflatePixels(open(0).removeAlpha().toColourspace(grey ? 'b-w' : 'srgb'), grey ? 1 : 3);
+      const colour = await deflatePixels(
+        open(0)
+          .removeAlpha()
+          .toColourspace(grey ? 'b-w' : 'srgb'),
+        grey ? 1 : 3,
+      );
       account(colour.data.length);
       let smask: PDFRef | undefined;
       if (meta.hasAlpha) {
@@ -119,10 +135,18 @@ export async function buildPdf(images: PdfImage[], layout: PdfLayout, run: Build
         smask = doc.context.register(doc.context.stream(alpha.data, imageDict(alpha.width, alpha.height, 'DeviceGray')));
       }
       const ref = doc.context.register(
-        doc.context.stream(colour.data, { ...imageDict(colour.width, colour.height, grey ? 'DeviceGray' : 'DeviceRGB'), ...(smask ? { SMask: smask } : {}) }),
+        doc.context.stream(colour.data, {
+          ...imageDict(colour.width, colour.height, grey ? 'DeviceGray' : 'DeviceRGB'),
+          ...(smask ? { SMask: smask } : {}),
+        }),
       );
       const name = pdfPage.node.newXObject('Im', ref);
-      pdfPage.pushOperators(pushGraphicsState(), concatTransformationMatrix(box.width, 0, 0, box.height, box.x, box.y), drawObject(name), popGraphicsState());
+      pdfPage.pushOperators(
+        pushGraphicsState(),
+        concatTransformationMatrix(box.width, 0, 0, box.height, box.x, box.y),
+        drawObject(name),
+        popGraphicsState(),
+      );
     }
     run.progress?.(Math.round((90 * (index + 1)) / images.length));
   }
@@ -148,7 +172,11 @@ async function deflatePixels(image: Sharp, channels: number): Promise<{ data: Bu
   pixels.on('info', (i: { width: number; height: number; channels: number }) => (info = i));
   const chunks: Buffer[] = [];
   try {
-    for await (const chunk of pixels.pipe(zlib.createDeflate({ level: 6 }))) chunks.push(chunk as Buffer);
+    // pipeline, not pipe: a decoder error mid-stream must reach us (and end zlib), not escape
+    // as an unhandled 'error' event that ends the process.
+    await pipeline(pixels, zlib.createDeflate({ level: 6 }), async (deflated: AsyncIterable<Buffer>) => {
+      for await (const chunk of deflated) chunks.push(chunk);
+    });
   } catch (err) {
     throw asTaskError(err);
   }
@@ -161,12 +189,19 @@ async function deflatePixels(image: Sharp, channels: number): Promise<{ data: Bu
  * or an sRGB one), and decodes (a broken file fails the task here, not in the reader's hands).
  */
 async function embeddableAsIs(image: Sharp, meta: Awaited<ReturnType<Sharp['metadata']>>): Promise<boolean> {
+  // Only what libvips reads as a JPEG: a lossless one (process 14) is decoded by this service, and
+  // a PDF reader's DCTDecode cannot read it.
+  if (meta.format !== 'jpeg') return false;
   if ((meta.orientation ?? 1) !== 1) return false;
   if (!((meta.space === 'srgb' && meta.channels === 3) || (meta.space === 'b-w' && meta.channels === 1))) return false;
   if (meta.depth && meta.depth !== 'uchar') return false;
   if (meta.icc && !isSrgbProfile(meta.icc)) return false;
   // Decoding proves the stream is whole; shrink-on-load keeps it cheap.
-  await image.resize({ width: 64, height: 64, fit: 'inside' }).raw().toBuffer().catch((err) => Promise.reject(asTaskError(err)));
+  await image
+    .resize({ width: 64, height: 64, fit: 'inside' })
+    .raw()
+    .toBuffer()
+    .catch((err) => Promise.reject(asTaskError(err)));
   return true;
 }
 
@@ -180,7 +215,10 @@ export function isSrgbProfile(icc: Buffer): boolean {
     const offset = icc.readUInt32BE(at + 4);
     const size = icc.readUInt32BE(at + 8);
     // 'desc' holds ASCII, 'mluc' UTF-16BE: without the zero bytes both read as text.
-    const text = icc.subarray(offset, offset + Math.min(size, 4096)).toString('latin1').replace(/\0/g, '');
+    const text = icc
+      .subarray(offset, offset + Math.min(size, 4096))
+      .toString('latin1')
+      .replace(/\0/g, '');
     return /sRGB|61966-2[.-]1/i.test(text);
   }
   return false;

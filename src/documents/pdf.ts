@@ -1,15 +1,18 @@
 // Poppler: pdfinfo for page counts and sizes, pdftoppm to rasterise pages. Each run is a child
-// process group with a timeout, killed whole on timeout or cancel (see processes.ts).
+// process group with a timeout, killed whole on timeout or cancel (see processes.ts), in the
+// converter sandbox (sandbox.ts), seeing the PDF (read-only) and its output directory alone.
 import fs from 'node:fs';
 import path from 'node:path';
 import { TaskError } from '../errors.js';
-import { findExecutable, lastLines, ProgramMissing, runProcess } from './processes.js';
+import { findExecutable, lastLines, ProgramMissing } from './processes.js';
+import type { Access, Sandbox } from './sandbox.js';
 
 export interface PopplerOptions {
   pdftoppm: string;
   pdfinfo: string;
   /** The longest one pdftoppm or pdfinfo run may take. */
   timeoutMs: number;
+  sandbox: Sandbox;
 }
 
 export interface PdfInfo {
@@ -39,7 +42,7 @@ export class Poppler {
   }
 
   async info(pdf: string, limits: RunLimits = {}): Promise<PdfInfo> {
-    const run = await this.run(this.options.pdfinfo, [pdf], limits);
+    const run = await this.run(this.options.pdfinfo, [pdf], { readOnly: [pdf] }, limits);
     const pages = Number(/^Pages:\s+(\d+)/m.exec(run.stdout)?.[1] ?? NaN);
     const size = /^Page size:\s+([\d.]+) x ([\d.]+) pts/m.exec(run.stdout);
     const rotation = Number(/^Page rot:\s+(\d+)/m.exec(run.stdout)?.[1] ?? 0);
@@ -68,17 +71,23 @@ export class Poppler {
     const run = await this.run(
       this.options.pdftoppm,
       [
-        '-f', String(range.first),
-        '-l', String(range.last),
-        '-scale-to-x', String(width),
-        '-scale-to-y', '-1',
+        '-f',
+        String(range.first),
+        '-l',
+        String(range.last),
+        '-scale-to-x',
+        String(width),
+        '-scale-to-y',
+        '-1',
         ...(format === 'png' ? ['-png'] : ['-tiff', '-tiffcompression', 'none']),
         pdf,
         prefix,
       ],
+      { readOnly: [pdf], writable: [outDir] },
       limits,
     );
-    if (run.code !== 0) throw new TaskError('CONVERSION_FAILED', `pdftoppm could not rasterise the pages${lastLines(run.stderr) ? `: ${lastLines(run.stderr)}` : ''}`);
+    if (run.code !== 0)
+      throw new TaskError('CONVERSION_FAILED', `pdftoppm could not rasterise the pages${lastLines(run.stderr) ? `: ${lastLines(run.stderr)}` : ''}`);
     const pages = new Map<number, string>();
     for (const name of await fs.promises.readdir(outDir)) {
       const match = /^page-0*(\d+)\.(png|tif)$/.exec(name);
@@ -99,20 +108,30 @@ export class Poppler {
     const scale = Math.min((box.width ?? Infinity) / page.width, (box.height ?? Infinity) / page.height);
     const width = Math.max(1, Math.round(page.width * (Number.isFinite(scale) ? scale : 1)));
     const prefix = path.join(dir, 'preview');
-    const run = await this.run(this.options.pdftoppm, ['-f', '1', '-l', '1', '-singlefile', '-scale-to-x', String(width), '-scale-to-y', '-1', '-png', pdf, prefix], limits);
-    if (run.code !== 0) throw new TaskError('CONVERSION_FAILED', `pdftoppm could not render the first page${lastLines(run.stderr) ? `: ${lastLines(run.stderr)}` : ''}`);
+    const run = await this.run(
+      this.options.pdftoppm,
+      ['-f', '1', '-l', '1', '-singlefile', '-scale-to-x', String(width), '-scale-to-y', '-1', '-png', pdf, prefix],
+      { readOnly: [pdf], writable: [dir] },
+      limits,
+    );
+    if (run.code !== 0)
+      throw new TaskError(
+        'CONVERSION_FAILED',
+        `pdftoppm could not render the first page${lastLines(run.stderr) ? `: ${lastLines(run.stderr)}` : ''}`,
+      );
     return `${prefix}.png`;
   }
 
-  private async run(command: string, args: string[], { signal, deadline }: RunLimits) {
+  private async run(command: string, args: string[], access: Access, { signal, deadline }: RunLimits) {
     if (!findExecutable(command)) throw new PopplerMissing(command);
     const timeoutMs = Math.max(1, Math.min(this.options.timeoutMs, deadline === undefined ? Infinity : deadline - Date.now()));
-    const run = await runProcess(command, args, { timeoutMs, signal }).catch((err) => {
+    const run = await this.options.sandbox.run(command, args, access, { timeoutMs, signal }).catch((err) => {
       if (err instanceof ProgramMissing) throw new PopplerMissing(command);
       throw err;
     });
     if (run.aborted) throw signal?.reason instanceof Error ? signal.reason : new Error('canceled');
-    if (run.timedOut) throw new TaskError('CONVERSION_TIMEOUT', `${path.basename(command)} did not finish within ${Math.round(timeoutMs / 1000)} s and was stopped`);
+    if (run.timedOut)
+      throw new TaskError('CONVERSION_TIMEOUT', `${path.basename(command)} did not finish within ${Math.round(timeoutMs / 1000)} s and was stopped`);
     return run;
   }
 }

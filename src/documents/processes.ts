@@ -1,9 +1,10 @@
 // Child processes for the document tools (LibreOffice, poppler). Each runs as the leader of a
 // process group of its own, so a timeout, a cancel or plain cleanup kills everything it started
 // (soffice's oosplash and soffice.bin, helpers a stand-in forks), never just the leader.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Readable, Writable } from 'node:stream';
 
 export interface RunOptions {
   /** Killed (the whole group, SIGKILL) after this long. */
@@ -14,6 +15,11 @@ export interface RunOptions {
   env?: NodeJS.ProcessEnv;
   /** Bytes of stdout and stderr kept (the tail); the rest is drained. */
   keepOutputBytes?: number;
+  /**
+   * A long-lived program this process talks to (a warm LibreOffice): its stdin is a pipe, `onSpawn`
+   * gets the child to write to and read from, and neither the child nor its timer keeps Node running.
+   */
+  service?: { onSpawn: (child: ChildProcessByStdio<Writable, Readable, Readable>) => void };
 }
 
 export interface RunResult {
@@ -30,7 +36,10 @@ export interface RunResult {
 
 /** The program could not be started at all (not installed, not executable). */
 export class ProgramMissing extends Error {
-  constructor(readonly program: string, cause: string) {
+  constructor(
+    readonly program: string,
+    cause: string,
+  ) {
     super(`${program} could not be started: ${cause}`);
     this.name = 'ProgramMissing';
   }
@@ -63,12 +72,12 @@ export function runProcess(command: string, args: string[], options: RunOptions)
       cwd: options.cwd,
       env: options.env ?? process.env,
       detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: [options.service ? 'pipe' : 'ignore', 'pipe', 'pipe'],
     });
     const stdout = new Tail(keep);
     const stderr = new Tail(keep);
-    child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
-    child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
+    child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
+    child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
     let timedOut = false;
     let aborted = false;
     let spawnError: Error | undefined;
@@ -81,6 +90,13 @@ export function runProcess(command: string, args: string[], options: RunOptions)
       killGroup(child.pid);
     };
     options.signal?.addEventListener('abort', onAbort, { once: true });
+    if (options.service && child.stdin && child.pid !== undefined) {
+      timer.unref();
+      child.unref();
+      for (const stream of [child.stdin, child.stdout, child.stderr]) (stream as unknown as { unref?: () => void }).unref?.();
+      child.stdin.on('error', () => {}); // a write after the program died: its exit tells the rest
+      options.service.onSpawn(child as ChildProcessByStdio<Writable, Readable, Readable>);
+    }
     child.once('error', (err) => {
       spawnError = err;
     });
@@ -131,7 +147,12 @@ class Tail {
  * converter installed while the service runs is seen at once.
  */
 export function findExecutable(command: string, envPath = process.env.PATH ?? ''): string | undefined {
-  const candidates = command.includes('/') ? [command] : envPath.split(path.delimiter).filter(Boolean).map((dir) => path.join(dir, command));
+  const candidates = command.includes('/')
+    ? [command]
+    : envPath
+        .split(path.delimiter)
+        .filter(Boolean)
+        .map((dir) => path.join(dir, command));
   for (const candidate of candidates) {
     try {
       fs.accessSync(candidate, fs.constants.X_OK);

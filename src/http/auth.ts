@@ -30,7 +30,8 @@ export function apiKeyAuth(services: Services) {
     }
     const account = await authenticateApiKey(services.database, services.clock, key);
     if (!account) throw new AppError('API_KEY_INVALID', 'The API key is unknown or has been revoked');
-    // The plan is read on every request, so a plan change applies to the next one.
+    // The key's account and plan are at most a second old (accounts.ts KEY_CACHE_MS): a plan change
+    // or a revocation applies within a second everywhere, at once in the process that made it.
     const limits = limitsOf(services.plans, account.plan);
     if (!limits.apiAccess) {
       throw new AppError('PLAN_NO_API_ACCESS', `The ${account.plan} plan has no API access; upgrade the account to use API keys`);
@@ -38,7 +39,7 @@ export function apiKeyAuth(services: Services) {
     request.account = account;
     request.limits = limits;
     // Rate limit after authentication, before validation (the contract's order of errors).
-    const state = await takeRequest(services.database, `key:${account.keyId}`, limits.requestsPerSecond, services.clock.now());
+    const state = await takeRequest(services.database, services.clock, `key:${account.keyId}`, limits.requestsPerSecond);
     reply.headers(rateLimitHeaders(state));
     if (state.exceeded) throw rateLimited(state);
   };
@@ -116,7 +117,7 @@ export async function authenticateSession(services: Services, request: FastifyRe
   request.account = found.account;
   request.session = found.session;
   request.limits = limitsOf(services.plans, found.account.plan);
-  const state = await takeRequest(services.database, `session:${found.session.id}`, request.limits.requestsPerSecond, services.clock.now());
+  const state = await takeRequest(services.database, services.clock, `session:${found.session.id}`, request.limits.requestsPerSecond);
   reply.headers(rateLimitHeaders(state));
   if (state.exceeded) throw rateLimited(state);
   return true;

@@ -1,7 +1,7 @@
 // The error envelope. Every failure leaves as {success:false, error:{code, message, details?,
 // requestId}}; internal detail goes to the log under the same request id.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, type ErrorCode } from '../errors.js';
+import { AppError, isStorageFull, type ErrorCode } from '../errors.js';
 
 interface AjvError {
   instancePath: string;
@@ -37,9 +37,20 @@ function envelope(request: FastifyRequest, code: string, message: string, detail
   return { success: false, error: { code, message, ...(details ? { details } : {}), requestId: request.id } };
 }
 
+/**
+ * Headers describing a resource's bytes. A handler may set them before it fails (a download whose
+ * range cannot be served); the error is not that resource, so they go (API.md: error responses
+ * never carry the headers of the resource they failed to serve). An error's own headers stay.
+ */
+const RESOURCE_HEADERS = ['content-disposition', 'etag', 'last-modified', 'accept-ranges', 'content-range', 'content-length'];
+
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: AppError): FastifyReply {
+  for (const name of RESOURCE_HEADERS) reply.removeHeader(name);
   if (error.headers) reply.headers(error.headers);
-  return reply.code(error.status).type('application/json').send(envelope(request, error.code, error.message, error.details));
+  return reply
+    .code(error.status)
+    .type('application/json')
+    .send(envelope(request, error.code, error.message, error.details));
 }
 
 /** Fastify's and its plugins' own 4xx errors, translated into the contract's codes. */
@@ -67,8 +78,10 @@ function fromFrameworkError(error: FastifyError, request: FastifyRequest): AppEr
   };
   const known = table[code];
   if (known) return new AppError(known[0], known[1]);
-  if (error instanceof SyntaxError || (status === 400 && /JSON/i.test(error.message))) return new AppError('VALIDATION_ERROR', 'The body is not valid JSON');
-  if (status === 400 && /multipart|boundary/i.test(error.message)) return new AppError('VALIDATION_ERROR', `Malformed multipart body: ${error.message}`);
+  if (error instanceof SyntaxError || (status === 400 && /JSON/i.test(error.message)))
+    return new AppError('VALIDATION_ERROR', 'The body is not valid JSON');
+  if (status === 400 && /multipart|boundary/i.test(error.message))
+    return new AppError('VALIDATION_ERROR', `Malformed multipart body: ${error.message}`);
   if (status === 413) return new AppError('PAYLOAD_TOO_LARGE', 'The request body is too large');
   if (status === 415) return new AppError('UNSUPPORTED_MEDIA_TYPE', error.message);
   if (status >= 400 && status < 500) return new AppError('VALIDATION_ERROR', error.message);
@@ -95,6 +108,11 @@ export function registerErrorHandling(app: FastifyInstance): void {
     }
     const translated = fromFrameworkError(error, request);
     if (translated) return sendError(request, reply, translated);
+    if (isStorageFull(error)) {
+      // The operator must act; the client may retry later. What failed left nothing behind.
+      request.log.error({ err: error }, 'storage is full');
+      return sendError(request, reply, new AppError('INSUFFICIENT_STORAGE', 'The service has no storage space left; try again later'));
+    }
     request.log.error({ err: error }, 'unhandled error');
     return sendError(request, reply, new AppError('INTERNAL_ERROR', 'An internal error occurred; quote the request id when reporting it'));
   });
@@ -102,4 +120,42 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((request, reply) =>
     sendError(request, reply, new AppError('NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`)),
   );
+}
+
+/**
+ * The /api scope's answer when no route matched. Its onRequest hooks run first, so
+ * authentication comes first for every path under /api, known or not (an unknown path without a
+ * key is 401). Then a path that exists with other methods is 405 METHOD_NOT_ALLOWED with Allow,
+ * anything else 404. Call before the scope's routes are added: it learns them as they are.
+ */
+export function registerApiNotFound(api: FastifyInstance): void {
+  const routes: { pattern: RegExp; methods: string[] }[] = [];
+  api.addHook('onRoute', (route) => {
+    const methods = [route.method].flat();
+    routes.push({ pattern: pathPattern(route.url ?? route.path), methods: methods.includes('GET') ? [...methods, 'HEAD'] : methods });
+  });
+  api.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0]!;
+    const allowed = [...new Set(routes.filter((route) => route.pattern.test(path)).flatMap((route) => route.methods))];
+    if (allowed.length === 0) return sendError(request, reply, new AppError('NOT_FOUND', `No route ${request.method} ${path}`));
+    return sendError(
+      request,
+      reply,
+      new AppError(
+        'METHOD_NOT_ALLOWED',
+        `${path} does not take ${request.method}; it takes ${allowed.join(', ')}`,
+        { allowed },
+        { allow: allowed.join(', ') },
+      ),
+    );
+  });
+}
+
+/** A route's URL (`/api/files/:fileId`) as a pattern for request paths: a parameter is one segment. */
+function pathPattern(url: string): RegExp {
+  const escaped = url
+    .split(/(:[A-Za-z0-9_]+|\*)/)
+    .map((part) => (part === '*' ? '.*' : part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('');
+  return new RegExp(`^${escaped}$`);
 }

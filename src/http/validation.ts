@@ -4,7 +4,8 @@ import Ajv from 'ajv';
 import type { FastifyInstance } from 'fastify';
 
 export function registerValidation(app: FastifyInstance): void {
-  const common = { allErrors: true, removeAdditional: false as const, strict: false, allowUnionTypes: true };
+  // strictNumbers: a JSON number too large for a double (1e400) parses as Infinity, which is no number.
+  const common = { allErrors: true, removeAdditional: false as const, strict: false, strictNumbers: true, allowUnionTypes: true };
   const strictAjv = new Ajv.default({ ...common, coerceTypes: false, useDefaults: false });
   const coercingAjv = new Ajv.default({ ...common, coerceTypes: true, useDefaults: true });
   for (const ajv of [strictAjv, coercingAjv]) ajv.addKeyword({ keyword: 'example' }).addKeyword({ keyword: 'x-exclusive' });

@@ -1,10 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Services } from '../../services.js';
 import { dailyTaskCounts, readUsage } from '../../accounts/quota.js';
-import { errors, ok } from '../schemas.js';
-
-const security = [{ apiKey: [] }];
-const counter = { type: 'object', properties: { used: { type: 'integer' }, limit: { type: 'integer' }, resetsAt: { type: 'string', format: 'date-time' } } };
+import { API_READ, API_SECURITY, VALIDATED, apiResponses, jsonData } from '../openapi.js';
 
 export function accountRoutes(app: FastifyInstance, services: Services): void {
   const { database, clock } = services;
@@ -13,21 +10,11 @@ export function accountRoutes(app: FastifyInstance, services: Services): void {
     '/account',
     {
       schema: {
+        operationId: 'getAccount',
         tags: ['Account'],
-        security,
-        summary: 'The account, its plan\'s limits and its usage',
-        response: {
-          200: ok({
-            type: 'object',
-            properties: {
-              email: { type: 'string' },
-              plan: { type: 'string', enum: ['free', 'pro', 'max'] },
-              limits: { type: 'object', additionalProperties: true },
-              usage: { type: 'object', properties: { monthlyTasks: counter, dailyBatchFiles: counter, storageBytes: counter } },
-            },
-          }),
-          ...errors(401, 403),
-        },
+        security: API_SECURITY,
+        summary: "The account, its plan's limits and its usage",
+        response: apiResponses({ 200: jsonData('The account', 'Account') }, API_READ),
       },
     },
     async (request) => ({
@@ -45,14 +32,18 @@ export function accountRoutes(app: FastifyInstance, services: Services): void {
     '/account/usage',
     {
       schema: {
+        operationId: 'getUsage',
         tags: ['Account'],
-        security,
+        security: API_SECURITY,
         summary: 'Tasks queued per day (UTC)',
-        querystring: { type: 'object', additionalProperties: false, properties: { days: { type: 'integer', minimum: 1, maximum: 366, default: 30 } } },
-        response: {
-          200: ok({ type: 'object', properties: { days: { type: 'array', items: { type: 'object', properties: { date: { type: 'string' }, tasks: { type: 'integer' } } } } } }),
-          ...errors(400, 401, 403),
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            days: { type: 'integer', minimum: 1, maximum: 366, default: 30, description: 'How many days back, today included (1–366, default 30).' },
+          },
         },
+        response: apiResponses({ 200: jsonData('Tasks per day', 'DailyUsage') }, [...API_READ, ...VALIDATED]),
       },
     },
     async (request: FastifyRequest<{ Querystring: { days: number } }>) => ({

@@ -1,37 +1,60 @@
 // Files: upload (multipart, streamed), download (streamed, HEAD, Range), preview, list, delete.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.js';
-import { deleteFile, getLiveFile, listFiles, fileToApi, type FileRecord } from '../../files/files.js';
-import { recordUpload, storeUpload } from '../../files/upload.js';
-import { IMAGE_FORMATS } from '../../files/kinds.js';
-import { decodeForPreview } from '../../imaging/preview.js';
-import { previewPdf, previewPoppler } from '../../documents/preview.js';
+import { deleteFile, getLiveFile, listFiles, type FileRecord } from '../../files/files.js';
+import { recordUpload, safeFilename, storeUpload } from '../../files/upload.js';
+import { IMAGE_FORMATS, MEDIA_TYPES } from '../../imaging/formats.js';
+import { PREVIEW_MEDIA_TYPES, Previews } from '../../imaging/preview.js';
+import { previewPoppler } from '../../documents/preview.js';
 import type { Services } from '../../services.js';
-import { fingerprint, readIdempotencyKey, withIdempotency } from '../idempotency.js';
+import { withIdempotency } from '../../db/idempotency.js';
+import { fingerprint, readIdempotencyKey } from '../idempotency.js';
 import { paginationQuery } from '../pagination.js';
-import { errors, fileSchema, idParam, idempotencyHeader, ok } from '../schemas.js';
+import { bodyAbandoned, bodyReceived } from '../request-body.js';
+import { fileToApi } from '../resources.js';
+import { API_READ, API_SECURITY, API_WRITE, IDEMPOTENT, VALIDATED, apiResponses, bytes, documentAs, jsonData, noContent } from '../openapi.js';
+import { idParam, idempotencyHeader, ref } from '../schemas.js';
 
 const tags = ['Files'];
-const security = [{ apiKey: [] }];
 
 export function fileRoutes(app: FastifyInstance, services: Services): void {
   const { database, storage, clock } = services;
-  const poppler = previewPoppler(services.config);
+  const previews = new Previews({
+    storage,
+    poppler: previewPoppler(services.config, services.sandbox),
+    concurrency: services.config.previewConcurrency,
+    queueLength: services.config.previewQueue,
+    events: services.metrics.previews,
+  });
 
   app.post(
     '/upload',
     {
       schema: {
+        operationId: 'uploadFile',
         tags,
-        security,
+        security: API_SECURITY,
         summary: 'Upload a file',
         description:
           'multipart/form-data with exactly one part named `file`. Streamed to storage; the type is sniffed from the bytes. ' +
-          'Images are not decoded here: a file whose pixels are broken fails its task with INVALID_IMAGE.',
+          'Images are not decoded here: a file whose pixels are broken fails its task with INVALID_IMAGE. ' +
+          'A body that stalls (no bytes for 30 s, `BODY_STALL_SECONDS`) or is still arriving after `REQUEST_TIMEOUT_SECONDS` (default 600) ' +
+          'is answered 408 REQUEST_TIMEOUT; a full disk or object store 507 INSUFFICIENT_STORAGE. A client that disconnects, a timed-out ' +
+          'body and a failed write leave nothing behind: no file, no temporary bytes, no charge.',
         consumes: ['multipart/form-data'],
         headers: idempotencyHeader,
-        response: { 201: ok(fileSchema, 'The stored file'), ...errors(400, 401, 403, 409, 413, 415, 429) },
+        response: apiResponses({ 201: jsonData('The stored file', 'File') }, [
+          ...API_WRITE,
+          ...IDEMPOTENT,
+          'PAYLOAD_TOO_LARGE',
+          'REQUEST_TIMEOUT',
+          'FILE_TOO_LARGE',
+          'UNSUPPORTED_MEDIA_TYPE',
+          'STORAGE_LIMIT_EXCEEDED',
+        ]),
       },
+      // The multipart body is streamed by the handler, not validated by Fastify: documented only.
+      config: documentAs({ body: { content: { 'multipart/form-data': { schema: ref('FileUpload') } } } }),
     },
     async (request, reply) => {
       if (!request.isMultipart()) {
@@ -47,22 +70,36 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
           if (upload || part.type !== 'file' || part.fieldname !== 'file') {
             if (part.type === 'file') part.file.resume();
             throw new AppError('VALIDATION_ERROR', 'Send exactly one part, named "file"', {
-              fields: [{ field: part.fieldname, message: upload ? 'only one part is allowed' : 'unknown part; the file goes in a part named "file"' }],
+              fields: [
+                { field: part.fieldname, message: upload ? 'only one part is allowed' : 'unknown part; the file goes in a part named "file"' },
+              ],
             });
           }
           upload = await storeUpload(storage, part.file, part.filename, request.limits);
         }
+        // The parts can end with the connection (a client gone before its closing boundary):
+        // only a body that arrived whole is an upload.
+        if (!bodyReceived(request)) throw new AppError('VALIDATION_ERROR', 'The request body ended before it was complete');
         if (!upload) throw new AppError('VALIDATION_ERROR', 'No part named "file"', { fields: [{ field: 'file', message: 'is required' }] });
         const stored = upload;
         const response = await withIdempotency(
           database,
-          { accountId: request.account.id, key: idempotencyKey, fingerprint: fingerprint('upload', { sha256: stored.sha256, name: stored.filename }), now: clock.now() },
-          async (tx) => ({ statusCode: 201, body: { success: true, data: await recordUpload(tx, clock, request.account.id, request.limits, stored) } }),
+          {
+            accountId: request.account.id,
+            key: idempotencyKey,
+            fingerprint: fingerprint('upload', { sha256: stored.sha256, name: stored.filename }),
+            now: clock.now(),
+          },
+          async (tx) => ({
+            statusCode: 201,
+            body: { success: true, data: fileToApi(await recordUpload(tx, clock, request.account.id, request.limits, stored)) },
+          }),
         );
         if (response.replayed) await storage.delete(stored.key);
         return reply.code(response.statusCode as 201).send(response.body);
       } catch (err) {
         if (upload) await storage.delete(upload.key).catch(() => {});
+        if (bodyAbandoned(request, reply)) return;
         throw err;
       }
     },
@@ -74,12 +111,32 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
     url: '/download/:fileId',
     exposeHeadRoute: false,
     schema: {
+      operationId: 'downloadFile',
       tags,
-      security,
+      security: API_SECURITY,
       summary: 'Download a file',
-      description: 'The bytes, streamed. Supports HEAD, a single `Range` (206) and `If-None-Match` (304).',
+      description:
+        'The bytes, streamed, as `Content-Type` of their real format, an attachment with a safe file name. Supports HEAD, a single ' +
+        '`Range` (206; a range past the end is 416) and `If-None-Match` (304). Served with `X-Content-Type-Options: nosniff` and ' +
+        '`Content-Security-Policy: sandbox`.',
       params: idParam('fileId', 'file'),
-      response: { 200: { description: 'The file\'s bytes', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } }, 206: { description: 'The requested range', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } }, ...errors(401, 404, 410, 416) },
+      headers: {
+        type: 'object',
+        properties: {
+          range: { type: 'string', description: 'One byte range, e.g. `bytes=0-1023`, `bytes=1024-` or `bytes=-500`; several ranges are ignored.' },
+          'if-none-match': { type: 'string', description: 'The ETag you hold: 304 when the bytes are the same.' },
+        },
+      },
+      response: apiResponses(
+        {
+          200: bytes("The file's bytes", MEDIA_TYPES, { headers: ['ETag', 'Content-Disposition', 'Content-Length', 'Accept-Ranges'] }),
+          206: bytes('The requested range', MEDIA_TYPES, {
+            headers: ['ETag', 'Content-Disposition', 'Content-Length', 'Accept-Ranges', 'Content-Range'],
+          }),
+          304: noContent('Not modified: the ETag matches', { headers: ['ETag', 'Content-Disposition', 'Accept-Ranges'] }),
+        },
+        [...API_READ, ...VALIDATED, 'NOT_FOUND', 'FILE_EXPIRED', 'RANGE_NOT_SATISFIABLE'],
+      ),
     },
     handler: async (request: FastifyRequest<{ Params: { fileId: string } }>, reply) => {
       const file = await getLiveFile(database.db, request.account.id, request.params.fileId, clock.now());
@@ -92,7 +149,7 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
     const etag = `"${file.etag}"`;
     reply.headers({
       'content-type': file.mime_type,
-      'content-disposition': contentDisposition(file.filename),
+      'content-disposition': contentDisposition(file.filename, file.format),
       etag,
       'accept-ranges': 'bytes',
       'x-content-type-options': 'nosniff',
@@ -102,11 +159,13 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
     if (request.headers['if-none-match'] === etag) return reply.code(304).send();
     const range = parseRange(request.headers.range, size);
     if (range === 'unsatisfiable') {
-      reply.header('content-range', `bytes */${size}`);
-      throw new AppError('RANGE_NOT_SATISFIABLE', `The file has ${size} bytes`, { size });
+      throw new AppError('RANGE_NOT_SATISFIABLE', `The file has ${size} bytes`, { size }, { 'content-range': `bytes */${size}` });
     }
     if (range) {
-      reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${size}`).header('content-length', range.end - range.start + 1);
+      reply
+        .code(206)
+        .header('content-range', `bytes ${range.start}-${range.end}/${size}`)
+        .header('content-length', range.end - range.start + 1);
     } else {
       reply.header('content-length', size);
     }
@@ -118,33 +177,39 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
     '/preview/:fileId',
     {
       schema: {
+        operationId: 'previewFile',
         tags,
-        security,
+        security: API_SECURITY,
         summary: 'Preview an image or PDF',
         description:
-          'An inline PNG (with alpha) or JPEG no larger than 1024 px, or the asked box (at most 2048 px). SVG is rasterised; ' +
-          'a PDF shows its first page. Other files (presentations, ZIPs): 415 PREVIEW_UNAVAILABLE.',
+          'An inline PNG (with alpha) or JPEG no larger than 1024 px, or the asked box (at most 2048 px; a side not given is 2048). ' +
+          'SVG is rasterised without loading anything it references; a PDF shows its first page. Other files (presentations, ZIPs, ' +
+          "HEIC, BMP): 415 PREVIEW_UNAVAILABLE, and so is an image over the plan's pixel or frame limits (`details.reason` " +
+          '`IMAGE_TOO_LARGE`). Previews are made once and kept until the file goes. Each API process renders `PREVIEW_CONCURRENCY` ' +
+          'previews at once with `PREVIEW_QUEUE` more waiting; past that 503 SERVICE_UNAVAILABLE with `Retry-After`.',
         params: idParam('fileId', 'file'),
         querystring: {
           type: 'object',
           additionalProperties: false,
-          properties: { width: { type: 'integer', minimum: 1, maximum: 2048 }, height: { type: 'integer', minimum: 1, maximum: 2048 } },
+          properties: {
+            width: { type: 'integer', minimum: 1, maximum: 2048, description: 'Largest width in pixels.' },
+            height: { type: 'integer', minimum: 1, maximum: 2048, description: 'Largest height in pixels.' },
+          },
         },
-        response: { 200: { description: 'The preview image', content: { 'image/png': { schema: { type: 'string', format: 'binary' } }, 'image/jpeg': { schema: { type: 'string', format: 'binary' } } } }, ...errors(400, 401, 404, 410, 415) },
+        response: apiResponses({ 200: bytes('The preview image', PREVIEW_MEDIA_TYPES, { headers: ['Content-Disposition'] }) }, [
+          ...API_READ,
+          ...VALIDATED,
+          'NOT_FOUND',
+          'FILE_EXPIRED',
+          'PREVIEW_UNAVAILABLE',
+          'SERVICE_UNAVAILABLE',
+        ]),
       },
     },
     async (request: FastifyRequest<{ Params: { fileId: string }; Querystring: { width?: number; height?: number } }>, reply) => {
       const file = await getLiveFile(database.db, request.account.id, request.params.fileId, clock.now());
       if (!IMAGE_FORMATS.has(file.format) && file.format !== 'pdf') throw new AppError('PREVIEW_UNAVAILABLE', `No preview for ${file.format} files`);
-      const { width, height } = request.query;
-      const box = width || height ? { width, height } : { width: 1024, height: 1024 };
-      let preview;
-      if (file.format === 'pdf') {
-        preview = await previewPdf(poppler, storage, file.storage_key, request.limits.maxPixels, box);
-      } else {
-        const path = storage.localPath ? storage.localPath(file.storage_key) : await streamToBuffer(await storage.get(file.storage_key));
-        preview = await decodeForPreview(path, file.format, request.limits.maxPixels, box);
-      }
+      const preview = await previews.preview(file, request.limits, request.query);
       return reply
         .type(preview.mimeType)
         .headers({ 'x-content-type-options': 'nosniff', 'cache-control': 'private, max-age=300', 'content-disposition': 'inline' })
@@ -156,24 +221,32 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
     '/files',
     {
       schema: {
+        operationId: 'listFiles',
         tags,
-        security,
+        security: API_SECURITY,
         summary: 'List files',
         description: 'Live files, newest first.',
         querystring: { type: 'object', additionalProperties: false, properties: paginationQuery },
-        response: { 200: ok({ type: 'object', properties: { files: { type: 'array', items: fileSchema }, nextCursor: { type: ['string', 'null'] } } }), ...errors(400, 401) },
+        response: apiResponses({ 200: jsonData('A page of files', 'FileList') }, [...API_READ, ...VALIDATED]),
       },
     },
-    async (request: FastifyRequest<{ Querystring: { limit: number; cursor?: string } }>) => ({
-      success: true,
-      data: await listFiles(database, request.account.id, clock.now(), request.query.limit, request.query.cursor),
-    }),
+    async (request: FastifyRequest<{ Querystring: { limit: number; cursor?: string } }>) => {
+      const { files, nextCursor } = await listFiles(database, request.account.id, clock.now(), request.query.limit, request.query.cursor);
+      return { success: true, data: { files: files.map(fileToApi), nextCursor } };
+    },
   );
 
   app.get(
     '/files/:fileId',
     {
-      schema: { tags, security, summary: 'A file\'s metadata', params: idParam('fileId', 'file'), response: { 200: ok(fileSchema), ...errors(401, 404, 410) } },
+      schema: {
+        operationId: 'getFile',
+        tags,
+        security: API_SECURITY,
+        summary: "A file's metadata",
+        params: idParam('fileId', 'file'),
+        response: apiResponses({ 200: jsonData('The file', 'File') }, [...API_READ, ...VALIDATED, 'NOT_FOUND', 'FILE_EXPIRED']),
+      },
     },
     async (request: FastifyRequest<{ Params: { fileId: string } }>) => ({
       success: true,
@@ -185,12 +258,13 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
     '/files/:fileId',
     {
       schema: {
+        operationId: 'deleteFile',
         tags,
-        security,
+        security: API_SECURITY,
         summary: 'Delete a file',
         description: 'Deletes the bytes at once and frees the storage. A file an unfinished task reads is refused with 409 FILE_IN_USE.',
         params: idParam('fileId', 'file'),
-        response: { 204: { description: 'Deleted', type: 'null' }, ...errors(401, 404, 409, 410) },
+        response: apiResponses({ 204: noContent('Deleted') }, [...API_WRITE, ...VALIDATED, 'NOT_FOUND', 'FILE_EXPIRED', 'FILE_IN_USE']),
       },
     },
     async (request: FastifyRequest<{ Params: { fileId: string } }>, reply) => {
@@ -200,10 +274,14 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
   );
 }
 
-/** `attachment` with an ASCII fallback and the exact UTF-8 name in filename* (RFC 6266). */
-export function contentDisposition(filename: string): string {
-  const ascii = filename.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
-  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
+/**
+ * `attachment` with an ASCII fallback and the UTF-8 name in filename* (RFC 6266). The name is
+ * cleaned again here, so a row stored before names were cleaned as they are now is safe too.
+ */
+export function contentDisposition(filename: string, format: string): string {
+  const name = safeFilename(filename, format);
+  const ascii = name.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
 }
 
 /** One byte range (RFC 9110); several ranges or a malformed header are ignored (full body). */
@@ -225,10 +303,4 @@ export function parseRange(header: string | undefined, size: number): { start: n
   }
   if (start >= size || size === 0) return 'unsatisfiable';
   return { start, end };
-}
-
-async function streamToBuffer(stream: NodeJS.ReadableStream): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
 }

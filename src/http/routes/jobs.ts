@@ -3,60 +3,22 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Services } from '../../services.js';
 import { OPERATIONS } from '../../operations/registry.js';
-import type { Operation } from '../../operations/types.js';
+import type { AnyOperation } from '../../operations/types.js';
 import { submitBatch, submitTask } from '../../tasks/tasks.js';
-import { fingerprint, readIdempotencyKey, withIdempotency } from '../idempotency.js';
-import { errors, idempotencyHeader, ok } from '../schemas.js';
+import { withIdempotency } from '../../db/idempotency.js';
+import { fingerprint, readIdempotencyKey } from '../idempotency.js';
+import { API_SECURITY, API_WRITE, IDEMPOTENT, JSON_BODY, apiResponses, documentAs, jsonData, type ApiErrorCode } from '../openapi.js';
+import { EXAMPLE_IDS, QUEUED_TASK_EXAMPLE, batchBodySchema, idempotencyHeader, kindName, ref, singleBodySchema } from '../schemas.js';
 
-const security = [{ apiKey: [] }];
-const fileIdSchema = { type: 'string', maxLength: 100, description: 'An uploaded or output file of yours.' };
-
-/** The JSON Schema of a single job's body: the input(s) plus the kind's options. */
-export function singleBodySchema(op: Operation<any>) {
-  const input = op.multiInput
-    ? { fileIds: { type: 'array', items: fileIdSchema, minItems: op.multiInput.min, maxItems: op.multiInput.max } }
-    : { fileId: fileIdSchema };
-  return {
-    type: 'object',
-    additionalProperties: false,
-    required: [...Object.keys(input), ...(op.options.required ?? [])],
-    properties: { ...input, ...op.options.properties },
-  };
-}
-
-export function batchBodySchema(op: Operation<any>) {
-  return {
-    type: 'object',
-    additionalProperties: false,
-    required: ['fileIds', ...(op.options.required ?? [])],
-    properties: {
-      fileIds: { type: 'array', items: fileIdSchema, minItems: 1, description: 'One task per file, in order (at most the plan\'s batchSize).' },
-      ...op.options.properties,
-    },
-  };
-}
-
-const queuedTask = {
-  type: 'object',
-  properties: {
-    taskId: { type: 'string' },
-    status: { type: 'string', enum: ['queued'] },
-    type: { type: 'string' },
-    createdAt: { type: 'string', format: 'date-time' },
-  },
-};
-
-const queuedBatch = {
-  type: 'object',
-  properties: {
-    batchId: { type: 'string' },
-    type: { type: 'string' },
-    tasks: {
-      type: 'array',
-      items: { type: 'object', properties: { taskId: { type: 'string' }, fileId: { type: 'string' }, status: { type: 'string' } } },
-    },
-  },
-};
+/** What queueing can answer besides the request's own faults: the contract's order, input to quota. */
+const QUEUEING: readonly ApiErrorCode[] = [
+  'NOT_FOUND',
+  'FILE_EXPIRED',
+  'INPUT_NOT_SUPPORTED',
+  'STORAGE_LIMIT_EXCEEDED',
+  'TOO_MANY_QUEUED_TASKS',
+  'MONTHLY_QUOTA_EXCEEDED',
+];
 
 export function jobRoutes(app: FastifyInstance, services: Services): void {
   const { database, clock } = services;
@@ -66,7 +28,12 @@ export function jobRoutes(app: FastifyInstance, services: Services): void {
    * the new resource's Location.
    */
   const queueingHandler =
-    (op: Operation<any>, route: string, submit: typeof submitTask | typeof submitBatch, location: (data: { taskId?: string; batchId?: string }) => string) =>
+    (
+      op: AnyOperation,
+      route: string,
+      submit: typeof submitTask | typeof submitBatch,
+      location: (data: { taskId?: string; batchId?: string }) => string,
+    ) =>
     async (request: FastifyRequest<{ Body: Record<string, unknown> }>, reply: FastifyReply) => {
       const response = await withIdempotency(
         database,
@@ -78,7 +45,10 @@ export function jobRoutes(app: FastifyInstance, services: Services): void {
         },
         async (tx) => ({
           statusCode: 202,
-          body: { success: true, data: await submit(database, tx, clock, op, { accountId: request.account.id, limits: request.limits }, request.body) },
+          body: {
+            success: true,
+            data: await submit({ database, tx, clock, op, submitter: { accountId: request.account.id, limits: request.limits } }, request.body),
+          },
         }),
       );
       services.events.queued();
@@ -87,18 +57,31 @@ export function jobRoutes(app: FastifyInstance, services: Services): void {
     };
 
   for (const op of OPERATIONS) {
+    const name = kindName(op.kind);
     app.post(
       `/process/${op.kind}`,
       {
         schema: {
+          operationId: `process${name}`,
           tags: ['Jobs'],
-          security,
+          security: API_SECURITY,
           summary: op.summary,
           description: `${op.description}\n\nAnswers 202 with the queued task and \`Location: /api/tasks/{taskId}\`.`,
           headers: idempotencyHeader,
           body: singleBodySchema(op),
-          response: { 202: ok(queuedTask, 'The task is queued'), ...errors(400, 401, 403, 404, 409, 410, 429) },
+          response: apiResponses(
+            {
+              202: jsonData(
+                'The task is queued (or failed at once: a limit the stored header shows is passed)',
+                'QueuedTask',
+                { ...QUEUED_TASK_EXAMPLE, type: op.kind },
+                { headers: ['Location'] },
+              ),
+            },
+            [...API_WRITE, ...JSON_BODY, ...IDEMPOTENT, ...QUEUEING],
+          ),
         },
+        config: documentAs({ body: ref(`${name}Request`) }),
       },
       queueingHandler(op, `process/${op.kind}`, submitTask, (data) => `/api/tasks/${data.taskId}`),
     );
@@ -108,14 +91,28 @@ export function jobRoutes(app: FastifyInstance, services: Services): void {
       `/process/batch/${op.kind}`,
       {
         schema: {
+          operationId: `batch${name}`,
           tags: ['Batches'],
-          security,
+          security: API_SECURITY,
           summary: `${op.summary} — batch`,
-          description: `One ${op.kind} task per file, with shared options. All or nothing: one unknown file or bad option queues nothing.`,
+          description:
+            `One ${op.kind} task per file, with shared options. All or nothing: one unknown file or bad option queues nothing.\n\n` +
+            'Answers 202 with the tasks and `Location: /api/batches/{batchId}`.',
           headers: idempotencyHeader,
           body: batchBodySchema(op),
-          response: { 202: ok(queuedBatch, 'The tasks are queued'), ...errors(400, 401, 403, 404, 409, 410, 429) },
+          response: apiResponses(
+            {
+              202: jsonData(
+                'The tasks are queued',
+                'QueuedBatch',
+                { batchId: EXAMPLE_IDS.batch, type: op.kind, tasks: [{ taskId: EXAMPLE_IDS.task, fileId: EXAMPLE_IDS.file, status: 'queued' }] },
+                { headers: ['Location'] },
+              ),
+            },
+            [...API_WRITE, ...JSON_BODY, ...IDEMPOTENT, 'BATCH_TOO_LARGE', ...QUEUEING, 'DAILY_BATCH_QUOTA_EXCEEDED'],
+          ),
         },
+        config: documentAs({ body: ref(`${name}BatchRequest`) }),
       },
       queueingHandler(op, `process/batch/${op.kind}`, submitBatch, (data) => `/api/batches/${data.batchId}`),
     );

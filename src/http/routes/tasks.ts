@@ -1,38 +1,29 @@
-// Tasks and batches: read (with long-poll), list, cancel.
+// Tasks and batches: read (with long-poll), list, cancel; a finished batch's outputs as one ZIP.
+import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import yazl from 'yazl';
 import type { Services } from '../../services.js';
-import { cancelTask, cancelTasks, getBatch, getTask, isFinished, listTasks, taskToApi } from '../../tasks/tasks.js';
+import { isFinished, TASK_STATUSES } from '../../db/schema.js';
+import { cancelTask, cancelTasks, finishedBatch, getBatch, getTask, listTasks, taskToApi, type BatchArchiveEntry } from '../../tasks/tasks.js';
+import { safeFilename } from '../../files/upload.js';
+import { LongPolls } from '../../tasks/long-poll.js';
+import { extensionOf } from '../../imaging/formats.js';
 import { paginationQuery } from '../pagination.js';
-import { errors, idParam, ok, taskSchema } from '../schemas.js';
+import { API_READ, API_SECURITY, API_WRITE, VALIDATED, apiResponses, bytes, jsonData } from '../openapi.js';
+import { CANCELED_TASK_EXAMPLE, idParam } from '../schemas.js';
 
 const tags = ['Tasks'];
-const security = [{ apiKey: [] }];
-/** Long-polls re-read the task this often, for finishes seen only by another process. */
-const WAIT_RECHECK_MS = 1000;
-
-const batchSchema = {
-  type: 'object',
-  properties: {
-    batchId: { type: 'string' },
-    type: { type: 'string' },
-    createdAt: { type: 'string', format: 'date-time' },
-    counts: {
-      type: 'object',
-      properties: { queued: { type: 'integer' }, processing: { type: 'integer' }, completed: { type: 'integer' }, failed: { type: 'integer' }, canceled: { type: 'integer' } },
-    },
-    tasks: { type: 'array', items: taskSchema },
-  },
-};
-
 export function taskRoutes(app: FastifyInstance, services: Services): void {
-  const { database, clock, events } = services;
+  const { database, clock, events, storage } = services;
+  const longPolls = new LongPolls(database, events, (err) => services.logger.warn({ err }, 'long-poll recheck failed'));
 
   app.get(
     '/tasks/:taskId',
     {
       schema: {
+        operationId: 'getTask',
         tags,
-        security,
+        security: API_SECURITY,
         summary: 'Get a task',
         description: 'With `?wait=N` (1–30 s) the answer comes as soon as the task finishes, or after N seconds.',
         params: idParam('taskId', 'task'),
@@ -41,7 +32,7 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
           additionalProperties: false,
           properties: { wait: { type: 'integer', minimum: 1, maximum: 30, description: 'Seconds to wait for the task to finish.' } },
         },
-        response: { 200: ok(taskSchema), ...errors(400, 401, 404) },
+        response: apiResponses({ 200: jsonData('The task', 'Task') }, [...API_READ, ...VALIDATED, 'NOT_FOUND']),
       },
     },
     async (request: FastifyRequest<{ Params: { taskId: string }; Querystring: { wait?: number } }>) => {
@@ -51,8 +42,10 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
         const deadline = Date.now() + request.query.wait * 1000;
         const closed = new AbortController();
         request.raw.once('close', () => closed.abort());
+        // Woken by the finish itself (this process, NOTIFY, or LongPolls' shared recheck): the
+        // task is read again only then, or at the deadline.
         while (!isFinished(task.status) && Date.now() < deadline && !closed.signal.aborted) {
-          await events.waitForFinish(taskId, Math.min(WAIT_RECHECK_MS, deadline - Date.now()), closed.signal);
+          await longPolls.wait(taskId, deadline - Date.now(), closed.signal);
           task = await getTask(database, request.account.id, taskId);
         }
       }
@@ -64,20 +57,21 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
     '/tasks',
     {
       schema: {
+        operationId: 'listTasks',
         tags,
-        security,
+        security: API_SECURITY,
         summary: 'List tasks',
         description: 'Newest first, optionally filtered by status or batch.',
         querystring: {
           type: 'object',
           additionalProperties: false,
           properties: {
-            status: { type: 'string', enum: ['queued', 'processing', 'completed', 'failed', 'canceled'] },
+            status: { type: 'string', enum: [...TASK_STATUSES] },
             batchId: { type: 'string', maxLength: 100 },
             ...paginationQuery,
           },
         },
-        response: { 200: ok({ type: 'object', properties: { tasks: { type: 'array', items: taskSchema }, nextCursor: { type: ['string', 'null'] } } }), ...errors(400, 401) },
+        response: apiResponses({ 200: jsonData('A page of tasks', 'TaskList') }, [...API_READ, ...VALIDATED]),
       },
     },
     async (request: FastifyRequest<{ Querystring: { status?: string; batchId?: string; limit: number; cursor?: string } }>) => ({
@@ -90,12 +84,18 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
     '/tasks/:taskId',
     {
       schema: {
+        operationId: 'cancelTask',
         tags,
-        security,
+        security: API_SECURITY,
         summary: 'Cancel a task',
         description: 'A queued task is canceled at once; a running one stops at its next step and its output is discarded. A finished task: 409.',
         params: idParam('taskId', 'task'),
-        response: { 200: ok(taskSchema), ...errors(401, 404, 409) },
+        response: apiResponses({ 200: jsonData('The task, now canceled', 'Task', CANCELED_TASK_EXAMPLE) }, [
+          ...API_WRITE,
+          ...VALIDATED,
+          'NOT_FOUND',
+          'TASK_NOT_CANCELABLE',
+        ]),
       },
     },
     async (request: FastifyRequest<{ Params: { taskId: string } }>) => {
@@ -108,7 +108,14 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
   app.get(
     '/batches/:batchId',
     {
-      schema: { tags: ['Batches'], security, summary: 'Get a batch', params: idParam('batchId', 'batch'), response: { 200: ok(batchSchema), ...errors(401, 404) } },
+      schema: {
+        operationId: 'getBatch',
+        tags: ['Batches'],
+        security: API_SECURITY,
+        summary: 'Get a batch',
+        params: idParam('batchId', 'batch'),
+        response: apiResponses({ 200: jsonData('The batch and its tasks', 'Batch') }, [...API_READ, ...VALIDATED, 'NOT_FOUND']),
+      },
     },
     async (request: FastifyRequest<{ Params: { batchId: string } }>) => ({
       success: true,
@@ -116,16 +123,78 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
     }),
   );
 
+  app.get(
+    '/batches/:batchId/download',
+    {
+      schema: {
+        operationId: 'downloadBatch',
+        tags: ['Batches'],
+        security: API_SECURITY,
+        summary: "Download a finished batch's outputs as one ZIP",
+        description:
+          'A ZIP, streamed, of every completed output in batch order, named `NNN-<input name>.<ext>` (NNN counts from 001), plus ' +
+          "`manifest.json`: each task's `taskId`, `input` (`fileId`, `filename`), `status`, the `file` it became in the ZIP, and " +
+          '`error` for a failed task (an output already expired or deleted is listed with `expired: true`). 409 `BATCH_NOT_FINISHED` ' +
+          'while a task is queued or processing.',
+        params: idParam('batchId', 'batch'),
+        response: apiResponses({ 200: bytes('The ZIP', ['application/zip'], { headers: ['Content-Disposition'] }) }, [
+          ...API_READ,
+          ...VALIDATED,
+          'NOT_FOUND',
+          'BATCH_NOT_FINISHED',
+        ]),
+      },
+    },
+    async (request: FastifyRequest<{ Params: { batchId: string } }>, reply) => {
+      const { batch, entries } = await finishedBatch(database, request.account.id, request.params.batchId, clock.now());
+      const zip = new yazl.ZipFile();
+      const output = zip.outputStream as Readable;
+      // yazl reports a failed read of an entry on the ZipFile, not on its output stream.
+      zip.on('error', (err: Error) => output.destroy(err));
+      const manifest = entries.map((entry) => {
+        const name = entry.output ? archiveName(entry) : undefined;
+        const file = entry.output;
+        if (file && name) {
+          // Images are compressed already: stored, and each object opened only when its turn comes.
+          zip.addReadStreamLazy(name, { compress: false, size: Number(file.size) }, (done) => {
+            // An object that cannot be read ends the ZIP stream with the error.
+            storage.get(file.storage_key).then(
+              (stream) => done(null, stream),
+              (err: Error) => output.destroy(err),
+            );
+          });
+        }
+        const { task, input } = entry;
+        return {
+          taskId: task.id,
+          input: { fileId: input?.id ?? (JSON.parse(task.input) as { fileId: string }).fileId, filename: input?.filename ?? null },
+          status: task.status,
+          ...(name ? { file: name } : {}),
+          ...(task.status === 'completed' && !name ? { expired: true } : {}),
+          ...(task.error_code ? { error: { code: task.error_code, message: task.error_message ?? '' } } : {}),
+        };
+      });
+      zip.addBuffer(Buffer.from(JSON.stringify({ batchId: batch.id, type: batch.type, tasks: manifest }, null, 2)), 'manifest.json');
+      zip.end();
+      reply
+        .header('content-type', 'application/zip')
+        .header('content-disposition', `attachment; filename="${batch.id}.zip"`)
+        .header('x-content-type-options', 'nosniff');
+      return reply.send(output);
+    },
+  );
+
   app.delete(
     '/batches/:batchId',
     {
       schema: {
+        operationId: 'cancelBatch',
         tags: ['Batches'],
-        security,
+        security: API_SECURITY,
         summary: 'Cancel a batch',
         description: 'Cancels every task of the batch that has not finished; answers with the batch.',
         params: idParam('batchId', 'batch'),
-        response: { 200: ok(batchSchema), ...errors(401, 404) },
+        response: apiResponses({ 200: jsonData('The batch, its unfinished tasks canceled', 'Batch') }, [...API_WRITE, ...VALIDATED, 'NOT_FOUND']),
       },
     },
     async (request: FastifyRequest<{ Params: { batchId: string } }>) => {
@@ -136,4 +205,11 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
       return { success: true, data: await getBatch(database, request.account.id, request.params.batchId) };
     },
   );
+}
+
+/** `NNN-<input name>.<output's extension>`: NNN the task's place in the batch, from 001. */
+function archiveName({ task, input, output }: BatchArchiveEntry): string {
+  const place = String((task.batch_index ?? 0) + 1).padStart(3, '0');
+  const stem = safeFilename(input?.filename, output!.format).replace(/\.[^.]*$/, '') || 'output';
+  return `${place}-${stem}.${extensionOf(output!.format)}`;
 }

@@ -4,22 +4,25 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { PresignRequest } from '../../files/direct-upload.js';
 import type { Services } from '../../services.js';
-import { fingerprint, readIdempotencyKey, withIdempotency } from '../idempotency.js';
-import { errors, fileSchema, idempotencyHeader, ok } from '../schemas.js';
+import { withIdempotency } from '../../db/idempotency.js';
+import { fingerprint, readIdempotencyKey } from '../idempotency.js';
+import { bodyAbandoned } from '../request-body.js';
+import { fileToApi } from '../resources.js';
+import {
+  API_SECURITY,
+  API_WRITE,
+  NO_SECURITY,
+  IDEMPOTENT,
+  JSON_BODY,
+  VALIDATED,
+  apiResponses,
+  documentAs,
+  jsonData,
+  publicResponses,
+} from '../openapi.js';
+import { COMPONENT_SCHEMAS, idParam, idempotencyHeader, ref } from '../schemas.js';
 
 const tags = ['Files'];
-const security = [{ apiKey: [] }];
-
-const presignedSchema = {
-  type: 'object',
-  properties: {
-    uploadId: { type: 'string', example: 'upl_2b1x0cJ4o3c2Q4m8y7GkZ8pD' },
-    url: { type: 'string', format: 'uri', description: 'PUT the bytes here, without your API key.' },
-    method: { type: 'string', enum: ['PUT'] },
-    headers: { type: 'object', additionalProperties: { type: 'string' }, description: 'Send these headers with the PUT, exactly.' },
-    expiresAt: { type: 'string', format: 'date-time', description: 'The URL works until then.' },
-  },
-} as const;
 
 export function uploadRoutes(app: FastifyInstance, services: Services): void {
   const { database, clock, uploads } = services;
@@ -28,8 +31,9 @@ export function uploadRoutes(app: FastifyInstance, services: Services): void {
     '/upload/presign',
     {
       schema: {
+        operationId: 'presignUpload',
         tags,
-        security,
+        security: API_SECURITY,
         summary: 'Start a direct upload',
         description:
           'Reserves `size` bytes of your storage and answers a short-lived URL (default 15 minutes) to PUT exactly that many bytes to, ' +
@@ -38,23 +42,16 @@ export function uploadRoutes(app: FastifyInstance, services: Services): void {
           '(403 UPLOAD_SIGNATURE_INVALID), a body of another length (400 UPLOAD_SIZE_MISMATCH); nothing is stored then. ' +
           'An upload not confirmed within an hour after `expiresAt` is abandoned and its reservation released.',
         headers: idempotencyHeader,
-        body: {
-          type: 'object',
-          additionalProperties: false,
-          required: ['filename', 'size'],
-          properties: {
-            filename: { type: 'string', minLength: 1, maxLength: 1024, description: 'Kept as the file\'s name (without any path).' },
-            size: { type: 'integer', minimum: 1, description: 'The exact length of the file in bytes.' },
-            contentType: {
-              type: 'string',
-              maxLength: 255,
-              pattern: '^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+$',
-              description: 'Sent with the PUT (it is then one of `headers`); the type is still sniffed from the bytes at confirm.',
-            },
-          },
-        },
-        response: { 201: ok(presignedSchema, 'The upload URL'), ...errors(400, 401, 403, 409, 413, 429) },
+        body: COMPONENT_SCHEMAS.PresignRequest,
+        response: apiResponses({ 201: jsonData('The upload URL', 'PresignedUpload') }, [
+          ...API_WRITE,
+          ...JSON_BODY,
+          ...IDEMPOTENT,
+          'FILE_TOO_LARGE',
+          'STORAGE_LIMIT_EXCEEDED',
+        ]),
       },
+      config: documentAs({ body: ref('PresignRequest') }),
     },
     async (request: FastifyRequest<{ Body: PresignRequest }>, reply) => {
       const response = await withIdempotency(
@@ -65,7 +62,10 @@ export function uploadRoutes(app: FastifyInstance, services: Services): void {
           fingerprint: fingerprint('upload/presign', request.body),
           now: clock.now(),
         },
-        async (tx) => ({ statusCode: 201, body: { success: true, data: await uploads.presign(tx, request.account.id, request.limits, request.body) } }),
+        async (tx) => ({
+          statusCode: 201,
+          body: { success: true, data: await uploads.presign(tx, request.account.id, request.limits, request.body) },
+        }),
       );
       return reply.code(response.statusCode as 201).send(response.body);
     },
@@ -75,32 +75,56 @@ export function uploadRoutes(app: FastifyInstance, services: Services): void {
     '/upload/confirm',
     {
       schema: {
+        operationId: 'confirmUpload',
         tags,
-        security,
+        security: API_SECURITY,
         summary: 'Confirm a direct upload',
         description:
-          'Checks that the bytes arrived, sniffs their type and applies the plan\'s limits exactly as an upload does, and answers the file. ' +
-          'The reservation becomes the file\'s storage. Confirming again answers the same file. ' +
+          "Checks that the bytes arrived, sniffs their type and applies the plan's limits exactly as an upload does, and answers the file. " +
+          "The reservation becomes the file's storage. Confirming again answers the same file. " +
           '409 UPLOAD_NOT_RECEIVED before the PUT; 410 UPLOAD_EXPIRED once the upload has expired.',
         headers: idempotencyHeader,
-        body: {
-          type: 'object',
-          additionalProperties: false,
-          required: ['uploadId'],
-          properties: { uploadId: { type: 'string', maxLength: 100, description: 'As presign answered it.' } },
-        },
-        response: { 201: ok(fileSchema, 'The stored file'), ...errors(400, 401, 403, 404, 409, 410, 413, 415, 429) },
+        body: COMPONENT_SCHEMAS.ConfirmRequest,
+        response: apiResponses({ 201: jsonData('The stored file (the same one again when confirmed before)', 'File') }, [
+          ...API_WRITE,
+          ...JSON_BODY,
+          ...IDEMPOTENT,
+          'NOT_FOUND',
+          'UPLOAD_EXPIRED',
+          'UPLOAD_NOT_RECEIVED',
+          'UPLOAD_SIZE_MISMATCH',
+          'FILE_TOO_LARGE',
+          'STORAGE_LIMIT_EXCEEDED',
+        ]),
       },
+      config: documentAs({ body: ref('ConfirmRequest') }),
     },
     async (request: FastifyRequest<{ Body: { uploadId: string } }>, reply) => {
-      const response = await uploads.confirm(request.account.id, request.limits, request.body.uploadId, {
+      const scope = {
+        accountId: request.account.id,
         key: readIdempotencyKey(request.headers['idempotency-key']),
         fingerprint: fingerprint('upload/confirm', request.body),
-      });
+        now: clock.now(),
+      };
+      // The file is recorded in the transaction that stores the idempotent response.
+      const response = await uploads.confirm(request.account.id, request.limits, request.body.uploadId, (record) =>
+        withIdempotency(database, scope, async (tx) => ({ statusCode: 201, body: { success: true, data: fileToApi(await record(tx)) } })),
+      );
       return reply.code(response.statusCode as 201).send(response.body);
     },
   );
 }
+
+/** The presigned URL's query, as presign wrote it: an HMAC over the upload, its expiry and its size. */
+const SIGNED_QUERY = {
+  type: 'object',
+  required: ['expires', 'size', 'signature'],
+  properties: {
+    expires: { type: 'integer', description: 'When the URL expires, in Unix seconds.' },
+    size: { type: 'integer', minimum: 1, description: 'The exact length of the body in bytes.' },
+    signature: { type: 'string', description: "The URL's signature." },
+  },
+};
 
 /** PUT /uploads/{uploadId}: the body is never parsed or buffered, only streamed to storage. */
 export async function uploadReceiverRoutes(app: FastifyInstance, services: Services): Promise<void> {
@@ -113,25 +137,41 @@ export async function uploadReceiverRoutes(app: FastifyInstance, services: Servi
       '/uploads/:uploadId',
       {
         schema: {
+          operationId: 'putUpload',
           tags: ['Files'],
+          security: NO_SECURITY,
           summary: 'Receive a direct upload (local storage)',
           description:
             'The URL that POST /api/upload/presign answered, used exactly as given, with the headers it named and no API key. ' +
             'Its query (`expires`, `size`, `signature`) is signed; the body must be exactly `size` bytes. Refusals store nothing: ' +
             '403 UPLOAD_SIGNATURE_INVALID (the URL was changed), 403 UPLOAD_URL_EXPIRED, 400 UPLOAD_SIZE_MISMATCH, ' +
-            '409 UPLOAD_ALREADY_CONFIRMED. A repeated PUT before the confirm replaces the bytes.',
-          consumes: ['application/octet-stream'],
-          response: {
-            200: ok({ type: 'object', properties: { uploadId: { type: 'string' }, size: { type: 'integer' } } }, 'Stored; now confirm'),
-            ...errors(400, 403, 404, 409),
-          },
+            '409 UPLOAD_ALREADY_CONFIRMED, 408 REQUEST_TIMEOUT (a body that stalls for `BODY_STALL_SECONDS` or is still arriving after ' +
+            "`REQUEST_TIMEOUT_SECONDS`), 507 INSUFFICIENT_STORAGE (the service's disk is full). A repeated PUT before the confirm replaces the bytes.",
+          params: idParam('uploadId', 'upl'),
+          response: publicResponses({ 200: jsonData('Stored; now confirm', 'ReceivedUpload') }, [
+            ...VALIDATED,
+            'UPLOAD_SIZE_MISMATCH',
+            'UPLOAD_SIGNATURE_INVALID',
+            'UPLOAD_URL_EXPIRED',
+            'NOT_FOUND',
+            'REQUEST_TIMEOUT',
+            'UPLOAD_ALREADY_CONFIRMED',
+            'INSUFFICIENT_STORAGE',
+          ]),
         },
+        // The body is streamed by the handler and the query is checked against its signature there:
+        // both documented only, so a changed URL is 403 UPLOAD_SIGNATURE_INVALID, never a 400.
+        config: documentAs({
+          body: { content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } },
+          querystring: SIGNED_QUERY,
+        }),
       },
       async (request: FastifyRequest<{ Params: { uploadId: string }; Querystring: Record<string, unknown> }>, reply) => {
         try {
           const received = await services.uploads.receive(request.params.uploadId, request.query, request.raw);
           return reply.send({ success: true, data: received });
         } catch (err) {
+          if (bodyAbandoned(request, reply)) return;
           // The rest of a refused body is not read: the connection closes after the answer.
           reply.header('connection', 'close');
           throw err;

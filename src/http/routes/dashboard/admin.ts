@@ -2,13 +2,12 @@
 // recent failures, and sign-up invitations. Administrators only (accounts.is_admin).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { iso } from '../../../clock.js';
-import { findAccountById, setPlan } from '../../../accounts/accounts.js';
+import { findAccountById, listAccountsWithUsage, setPlan } from '../../../accounts/accounts.js';
 import { createInvite, listInvites, revokeInvite } from '../../../accounts/onboarding.js';
 import { PLAN_NAMES, type PlanName } from '../../../accounts/plans.js';
-import { periods } from '../../../accounts/quota.js';
 import { notFound } from '../../../errors.js';
 import type { Services } from '../../../services.js';
-import { olderThan, pageOf, paginationQuery } from '../../pagination.js';
+import { paginationQuery } from '../../pagination.js';
 import { idParam } from '../../schemas.js';
 import { accountView } from './auth.js';
 
@@ -23,36 +22,21 @@ export function adminRoutes(app: FastifyInstance, services: Services): void {
     {
       schema: {
         ...hidden,
-        querystring: { type: 'object', additionalProperties: false, properties: { ...paginationQuery, q: { type: 'string', maxLength: 320, description: 'Part of an email address.' } } },
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { ...paginationQuery, q: { type: 'string', maxLength: 320, description: 'Part of an email address.' } },
+        },
       },
     },
     async (request: FastifyRequest<{ Querystring: { limit: number; cursor?: string; q?: string } }>) => {
       const { limit, cursor, q } = request.query;
-      const now = clock.now();
-      let query = database.db
-        .selectFrom('accounts')
-        .leftJoin('usage_counters as u', (join) => join.onRef('u.account_id', '=', 'accounts.id').on('u.period', '=', periods.monthlyTasks(now)))
-        .select(['accounts.id', 'accounts.email', 'accounts.plan', 'accounts.is_admin', 'accounts.created_at', 'accounts.storage_used', 'u.used as monthly_tasks'])
-        .select((eb) =>
-          eb
-            .selectFrom('api_keys')
-            .select((k) => k.fn.countAll<number>().as('n'))
-            .whereRef('api_keys.account_id', '=', 'accounts.id')
-            .where('api_keys.revoked_at', 'is', null)
-            .as('active_keys'),
-        )
-        .orderBy('accounts.created_at', 'desc')
-        .orderBy('accounts.id', 'desc')
-        .limit(limit + 1);
-      if (q) query = query.where('accounts.email', 'like', `%${q.toLowerCase().replace(/[\\%_]/g, '')}%`);
-      const after = olderThan(cursor, 'accounts.created_at', 'accounts.id');
-      if (after) query = query.where(after);
-      const { page, nextCursor } = pageOf(await query.execute(), limit);
+      const { accounts, nextCursor } = await listAccountsWithUsage(database, { limit, cursor, emailContains: q, now: clock.now() });
       return {
         success: true,
         data: {
           plans: PLAN_NAMES,
-          accounts: page.map((row) => ({
+          accounts: accounts.map((row) => ({
             accountId: row.id,
             email: row.email,
             plan: row.plan,
@@ -88,26 +72,14 @@ export function adminRoutes(app: FastifyInstance, services: Services): void {
 
   app.get('/admin/queue', { schema: hidden }, async () => {
     const depth = await services.queue.queueDepth();
-    const byKind = await database.db
-      .selectFrom('tasks')
-      .select(['type', 'status', (eb) => eb.fn.countAll<number>().as('n')])
-      .where('status', 'in', ['queued', 'processing'])
-      .groupBy(['type', 'status'])
-      .execute();
-    const failures = await database.db
-      .selectFrom('tasks')
-      .innerJoin('accounts', 'accounts.id', 'tasks.account_id')
-      .select(['tasks.id', 'tasks.type', 'tasks.error_code', 'tasks.error_message', 'tasks.attempts', 'tasks.completed_at', 'tasks.created_at', 'accounts.email'])
-      .where('tasks.status', '=', 'failed')
-      .orderBy('tasks.completed_at', 'desc')
-      .limit(RECENT_FAILURES)
-      .execute();
+    const byKind = await services.queue.depthByKind();
+    const failures = await services.queue.recentFailures(RECENT_FAILURES);
     return {
       success: true,
       data: {
         queued: depth.queued,
         processing: depth.processing,
-        byKind: byKind.map((row) => ({ type: row.type, status: row.status, count: Number(row.n) })),
+        byKind,
         recentFailures: failures.map((row) => ({
           taskId: row.id,
           type: row.type,
@@ -142,7 +114,11 @@ export function adminRoutes(app: FastifyInstance, services: Services): void {
     {
       schema: {
         ...hidden,
-        body: { type: 'object', additionalProperties: false, properties: { email: { type: 'string', minLength: 3, maxLength: 320, description: 'Only this address may use the code.' } } },
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { email: { type: 'string', minLength: 3, maxLength: 320, description: 'Only this address may use the code.' } },
+        },
       },
     },
     async (request: FastifyRequest<{ Body: { email?: string } | undefined }>, reply) => {
@@ -163,8 +139,12 @@ export function adminRoutes(app: FastifyInstance, services: Services): void {
     },
   );
 
-  app.delete('/admin/invites/:inviteId', { schema: { ...hidden, params: idParam('inviteId', 'inv') } }, async (request: FastifyRequest<{ Params: { inviteId: string } }>) => {
-    if (!(await revokeInvite(database, clock, request.params.inviteId))) throw notFound('Invitation');
-    return { success: true, data: { inviteId: request.params.inviteId, revoked: true } };
-  });
+  app.delete(
+    '/admin/invites/:inviteId',
+    { schema: { ...hidden, params: idParam('inviteId', 'inv') } },
+    async (request: FastifyRequest<{ Params: { inviteId: string } }>) => {
+      if (!(await revokeInvite(database, clock, request.params.inviteId))) throw notFound('Invitation');
+      return { success: true, data: { inviteId: request.params.inviteId, revoked: true } };
+    },
+  );
 }

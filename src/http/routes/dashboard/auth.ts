@@ -3,15 +3,16 @@
 // These answer JSON in the usual envelope and are not part of the public API (hidden from the
 // OpenAPI document). Requests that start a session are refused from other origins (Origin and
 // Sec-Fetch-Site), take only application/json (which a cross-site form cannot send), and are
-// throttled per email address and per client address.
+// throttled per client address; failed logins also per email and per (email, address), so that
+// guessing an owner's password never locks the owner out (see admitLogin).
+import { setTimeout } from 'node:timers/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { iso } from '../../../clock.js';
 import type { Account } from '../../../accounts/accounts.js';
 import { adminExists, checkCredentials, completeSetup, signUp } from '../../../accounts/onboarding.js';
 import {
+  admitLogin,
   ATTEMPTS_PER_ADDRESS,
-  ATTEMPTS_PER_EMAIL,
-  clearAttempts,
   createSession,
   deleteSession,
   SESSION_COOKIE,
@@ -56,31 +57,38 @@ export function authRoutes(app: FastifyInstance, services: Services): void {
 
   const hidden = { hide: true, tags: ['Dashboard'] };
 
-  app.get('/auth/session', { schema: { ...hidden, summary: 'The current session, its CSRF token, and how accounts can be created' } }, async (request, reply) => {
-    const found = await readSession(services, request, reply);
-    reply.header('cache-control', 'no-store');
-    // A cookie that opens no session (expired, logged out elsewhere) is dropped.
-    if (!found && readCookie(request, SESSION_COOKIE) !== undefined) reply.header('set-cookie', clearSessionCookie(services));
-    return { success: true, data: await sessionData(found?.account, found?.session) };
-  });
+  app.get(
+    '/auth/session',
+    { schema: { ...hidden, summary: 'The current session, its CSRF token, and how accounts can be created' } },
+    async (request, reply) => {
+      const found = await readSession(services, request, reply);
+      reply.header('cache-control', 'no-store');
+      // A cookie that opens no session (expired, logged out elsewhere) is dropped.
+      if (!found && readCookie(request, SESSION_COOKIE) !== undefined) reply.header('set-cookie', clearSessionCookie(services));
+      return { success: true, data: await sessionData(found?.account, found?.session) };
+    },
+  );
 
   app.post(
     '/auth/login',
     {
       schema: {
         ...hidden,
-        body: { type: 'object', additionalProperties: false, required: ['email', 'password'], properties: { email, password: { type: 'string', minLength: 1, maxLength: 1024 } } },
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['email', 'password'],
+          properties: { email, password: { type: 'string', minLength: 1, maxLength: 1024 } },
+        },
       },
     },
     async (request: FastifyRequest<{ Body: { email: string; password: string } }>, reply) => {
       refuseCrossSite(request);
-      const now = clock.now();
-      const emailSubject = `login:${normaliseEmail(request.body.email)}`;
-      await takeAttempt(database, `address:${request.ip}`, ATTEMPTS_PER_ADDRESS, now);
-      await takeAttempt(database, emailSubject, ATTEMPTS_PER_EMAIL, now);
+      const admission = await admitLogin(database, normaliseEmail(request.body.email), request.ip, clock.now());
+      if (admission.delayMs) await setTimeout(admission.delayMs);
       const account = await checkCredentials(database, request.body.email, request.body.password);
       if (!account) throw new AppError('INVALID_CREDENTIALS', 'The email address or the password is wrong');
-      await clearAttempts(database, emailSubject);
+      await admission.succeeded();
       return startSession(request, reply, account, 200);
     },
   );

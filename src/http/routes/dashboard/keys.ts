@@ -32,7 +32,12 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     {
       schema: {
         ...hidden,
-        body: { type: 'object', additionalProperties: false, required: ['name'], properties: { name: { type: 'string', minLength: 1, maxLength: 100, pattern: '\\S' } } },
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['name'],
+          properties: { name: { type: 'string', minLength: 1, maxLength: 100, pattern: '\\S' } },
+        },
       },
     },
     async (request: FastifyRequest<{ Body: { name: string } }>, reply) => {
@@ -43,15 +48,26 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
         .header('cache-control', 'no-store')
         .send({
           success: true,
-          data: { keyId: created.id, name: created.name, prefix: created.prefix, key: created.key, createdAt: iso(created.createdAt), apiAccess: request.limits.apiAccess },
+          data: {
+            keyId: created.id,
+            name: created.name,
+            prefix: created.prefix,
+            key: created.key,
+            createdAt: iso(created.createdAt),
+            apiAccess: request.limits.apiAccess,
+          },
         });
     },
   );
 
-  app.delete('/keys/:keyId', { schema: { ...hidden, params: idParam('keyId', 'key') } }, async (request: FastifyRequest<{ Params: { keyId: string } }>) => {
-    // Another account's key, an unknown one and a revoked one all answer 404.
-    if (!(await revokeApiKey(database, clock, request.account.id, request.params.keyId))) throw notFound('API key');
-    request.log.info({ accountId: request.account.id, keyId: request.params.keyId }, 'API key revoked from the dashboard');
-    return { success: true, data: { keyId: request.params.keyId, revokedAt: iso(clock.now()) } };
-  });
+  app.delete(
+    '/keys/:keyId',
+    { schema: { ...hidden, params: idParam('keyId', 'key') } },
+    async (request: FastifyRequest<{ Params: { keyId: string } }>) => {
+      // Another account's key, an unknown one and a revoked one all answer 404.
+      if (!(await revokeApiKey(database, clock, request.account.id, request.params.keyId))) throw notFound('API key');
+      request.log.info({ accountId: request.account.id, keyId: request.params.keyId }, 'API key revoked from the dashboard');
+      return { success: true, data: { keyId: request.params.keyId, revokedAt: iso(clock.now()) } };
+    },
+  );
 }

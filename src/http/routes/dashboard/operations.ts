@@ -4,7 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import { OPERATIONS } from '../../../operations/registry.js';
 import type { Services } from '../../../services.js';
-import { batchBodySchema, singleBodySchema } from '../jobs.js';
+import { batchBodySchema, singleBodySchema } from '../../schemas.js';
 
 export function operationsRoutes(app: FastifyInstance, _services: Services): void {
   const operations = OPERATIONS.map((op) => ({

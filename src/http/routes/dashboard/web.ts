@@ -1,15 +1,25 @@
 // The dashboard's static files (web/dist, built by the setup step) with a strict
 // Content-Security-Policy: scripts, styles, fonts and API calls from this origin only, nothing
 // inline, no framing. Its pages all answer index.html (the app routes in the browser); every
-// other path keeps its own meaning (/api, /docs, /openapi.json, /uploads, /healthz, …).
+// other path keeps its own meaning (/api, /docs, /openapi.json, /uploads, /healthz, …). The
+// pages are those the build lists in pages.json, from the dashboard's route table
+// (web/src/routes.ts), so the server and the browser cannot disagree about them.
 import fs from 'node:fs';
 import path from 'node:path';
 import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Services } from '../../../services.js';
 
-/** The dashboard's pages; web/src/routes.ts routes the same paths in the browser. */
-export const DASHBOARD_PAGES = ['/', '/login', '/signup', '/setup', '/keys', '/files', '/tasks', '/tasks/:taskId', '/playground', '/admin'] as const;
+/** The paths the build in `dir` routes (pages.json: URL patterns such as /tasks/:taskId), or undefined. */
+function builtPages(dir: string): string[] | undefined {
+  try {
+    const pages: unknown = JSON.parse(fs.readFileSync(path.join(dir, 'pages.json'), 'utf8'));
+    if (Array.isArray(pages) && pages.length > 0 && pages.every((page) => typeof page === 'string' && page.startsWith('/'))) return pages;
+  } catch {
+    // missing or unreadable: reported by the caller
+  }
+  return undefined;
+}
 
 export const DASHBOARD_CSP = [
   "default-src 'none'",
@@ -44,11 +54,20 @@ export async function webRoutes(app: FastifyInstance, services: Services): Promi
   const sendIndex = async (_request: unknown, reply: FastifyReply) => {
     reply.headers(SECURITY_HEADERS).header('cache-control', 'no-cache');
     if (!built && !fs.existsSync(index)) {
-      return reply.code(503).type('text/plain; charset=utf-8').send('The dashboard is not built. Run `npm run setup` (it builds web/) and restart the server.\n');
+      return reply
+        .code(503)
+        .type('text/plain; charset=utf-8')
+        .send('The dashboard is not built. Run `npm run setup` (it builds web/) and restart the server.\n');
     }
     return reply.type('text/html; charset=utf-8').send(await fs.promises.readFile(index));
   };
-  for (const page of DASHBOARD_PAGES) app.get(page, { schema: { hide: true } }, sendIndex);
+  const pages = built ? builtPages(dir) : undefined;
+  if (built && !pages)
+    services.logger.warn(
+      { dashboardDir: dir },
+      'the dashboard build lists no pages (pages.json): only / is served; run `npm run setup` to rebuild web/',
+    );
+  for (const page of pages ?? ['/']) app.get(page, { schema: { hide: true } }, sendIndex);
 
   if (!built) return;
   // Hashed file names: cached for good. Only what the build put in assets/ (and the icon) is served.
@@ -67,7 +86,11 @@ export async function webRoutes(app: FastifyInstance, services: Services): Promi
   const icon = path.join(dir, 'favicon.svg');
   if (fs.existsSync(icon)) {
     app.get('/favicon.svg', { schema: { hide: true } }, async (_request, reply) =>
-      reply.headers(SECURITY_HEADERS).header('cache-control', 'public, max-age=86400').type('image/svg+xml').send(await fs.promises.readFile(icon)),
+      reply
+        .headers(SECURITY_HEADERS)
+        .header('cache-control', 'public, max-age=86400')
+        .type('image/svg+xml')
+        .send(await fs.promises.readFile(icon)),
     );
   }
 }

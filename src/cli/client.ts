@@ -1,0 +1,200 @@
+// The client commands of `imgapi`: run, upload, task, download. They talk to a running service
+// through the SDK (sdk/node.ts) with IMGAPI_URL and IMGAPI_KEY (or --url/--key), and exit 0 when
+// everything was done, 1 when something failed, 2 on a usage error.
+import { taskFailure } from '../../sdk/node.js';
+import {
+  boardFor,
+  connect,
+  describeError,
+  expandInputs,
+  failureLine,
+  mapLimit,
+  retryLine,
+  UsageError,
+  type ClientIo,
+  type CommonOptions,
+} from './common.js';
+import { formatBytes } from './progress.js';
+import { runCommand } from './run.js';
+
+export const CLIENT_USAGE = `Client commands (talk to a running service):
+
+  run <kind> <files or globs…> -o <dir> [--<option> <value>…]
+                                  a job per file (a batch where the plan allows it); the
+                                  outputs go to <dir>. Options are the kind's, e.g.
+                                  imgapi run resize 'photos/*.jpg' -o out --width 1600 --format webp
+  upload <files or globs…>        prints "<fileId><TAB><file>" for each file stored, in order
+  task <taskId> [--wait]          prints the task as JSON; --wait: once it has finished
+  download <fileId> [-o <file or dir>]
+                                  writes the file (default: the current directory, under its name)
+
+  --url URL          the service (default: $IMGAPI_URL, else http://localhost:3000)
+  --key KEY          the API key (default: $IMGAPI_KEY)
+  --concurrency N    files in flight at once (default 4)
+  --no-batch         run: one job per file even where a batch would do
+  --json             print the outcome as JSON on stdout, no progress
+
+  Exit status: 0 all done, 1 something failed, 2 usage error.`;
+
+export const CLIENT_COMMANDS = ['run', 'upload', 'task', 'download'] as const;
+
+// Maps, not object literals: an argument such as `constructor` must not find Object's prototype.
+const VALUE_FLAGS = new Map<string, 'url' | 'key' | 'concurrency' | 'output'>([
+  ['--url', 'url'],
+  ['--key', 'key'],
+  ['--concurrency', 'concurrency'],
+  ['--output', 'output'],
+  ['-o', 'output'],
+]);
+const BOOLEAN_FLAGS = new Map<string, 'json' | 'wait' | 'noBatch' | 'help'>([
+  ['--json', 'json'],
+  ['--wait', 'wait'],
+  ['--no-batch', 'noBatch'],
+  ['--help', 'help'],
+  ['-h', 'help'],
+]);
+
+export function parseCommon(args: string[], env: NodeJS.ProcessEnv): CommonOptions {
+  const values: Partial<Record<'url' | 'key' | 'concurrency' | 'output', string>> = {};
+  const booleans = { json: false, wait: false, noBatch: false, help: false };
+  const rest: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--') {
+      rest.push(...args.slice(i));
+      break;
+    }
+    const [flag, inline] =
+      arg.startsWith('--') && arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
+    const valueFlag = VALUE_FLAGS.get(flag);
+    const booleanFlag = BOOLEAN_FLAGS.get(flag);
+    if (valueFlag) {
+      const value = inline ?? args[++i];
+      if (value === undefined) throw new UsageError(`${flag} needs a value`);
+      values[valueFlag] = value;
+    } else if (booleanFlag && inline === undefined) {
+      booleans[booleanFlag] = true;
+    } else {
+      rest.push(arg);
+    }
+  }
+  const concurrency = Number(values.concurrency ?? 4);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new UsageError('--concurrency takes a whole number from 1 to 64');
+  return {
+    url: values.url ?? env.IMGAPI_URL ?? 'http://localhost:3000',
+    key: values.key ?? env.IMGAPI_KEY,
+    concurrency,
+    output: values.output,
+    json: booleans.json,
+    wait: booleans.wait,
+    batch: !booleans.noBatch,
+    help: booleans.help,
+    rest,
+  };
+}
+
+/** Runs a client command; answers the exit status. */
+export async function clientCommand(
+  command: string,
+  args: string[],
+  io: ClientIo = { stdout: process.stdout, stderr: process.stderr, env: process.env },
+): Promise<number> {
+  try {
+    const options = parseCommon(args, io.env);
+    if (options.help) {
+      io.stdout.write(`${CLIENT_USAGE}\n`);
+      return 0;
+    }
+    switch (command) {
+      case 'run':
+        return await runCommand(options, io);
+      case 'upload':
+        return await uploadCommand(options, io);
+      case 'task':
+        return await taskCommand(options, io);
+      case 'download':
+        return await downloadCommand(options, io);
+      default:
+        throw new UsageError(`unknown command "${command}"`);
+    }
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.stderr.write(`imgapi: ${err.message}\n\n${CLIENT_USAGE}\n`);
+      return 2;
+    }
+    // Whatever stopped the command as a whole (the service unreachable, a refused key).
+    const { code, message } = describeError(err);
+    io.stderr.write(`imgapi: ${code}: ${message}\n`);
+    return 1;
+  }
+}
+
+/** The positional arguments: exactly `count` of them (any number for -1), else a usage error. */
+function noOptionsLeft(options: CommonOptions, count: 1, usage: string): [string];
+function noOptionsLeft(options: CommonOptions, count: -1, usage: string): string[];
+function noOptionsLeft(options: CommonOptions, count: number, usage: string): string[] {
+  const unknown = options.rest.find((arg) => arg.startsWith('-') && arg !== '--');
+  if (unknown) throw new UsageError(`unknown option ${unknown}`);
+  const positionals = options.rest.filter((arg) => arg !== '--');
+  if (count >= 0 && positionals.length !== count) throw new UsageError(`usage: ${usage}`);
+  return positionals;
+}
+
+async function uploadCommand(options: CommonOptions, io: ClientIo): Promise<number> {
+  const files = await expandInputs(noOptionsLeft(options, -1, 'imgapi upload <files or globs…>'));
+  const board = boardFor(options, io);
+  const client = connect(options, (event) => board.print(retryLine(event)));
+  const outcomes = await mapLimit(files, options.concurrency, async (file) => {
+    const row = board.add(file.name);
+    row.update('uploading');
+    try {
+      const stored = await client.upload(file.path, { onProgress: ({ loaded, total }) => row.update('uploading', total ? loaded / total : 0) });
+      row.finish('done', `${file.name}: uploaded ${stored.fileId} (${formatBytes(stored.size)})`);
+      return { file: file.name, status: 'done' as const, fileId: stored.fileId, size: stored.size, format: stored.format };
+    } catch (err) {
+      const error = describeError(err);
+      row.finish('failed', failureLine(file.name, error));
+      return { file: file.name, status: 'failed' as const, error };
+    }
+  });
+  board.close();
+  const failed = outcomes.filter((outcome) => outcome.status === 'failed');
+  if (options.json) io.stdout.write(`${JSON.stringify({ ok: failed.length === 0, files: outcomes }, null, 2)}\n`);
+  // In the order the files were named, so that a script can pair them.
+  else for (const outcome of outcomes) if (outcome.fileId) io.stdout.write(`${outcome.fileId}\t${outcome.file}\n`);
+  return failed.length ? 1 : 0;
+}
+
+async function taskCommand(options: CommonOptions, io: ClientIo): Promise<number> {
+  const [taskId] = noOptionsLeft(options, 1, 'imgapi task <taskId> [--wait]');
+  const client = connect(options, options.json ? undefined : (event) => io.stderr.write(`${retryLine(event)}\n`));
+  try {
+    const task = options.wait ? await client.wait(taskId) : await client.task(taskId);
+    io.stdout.write(`${JSON.stringify(task, null, 2)}\n`);
+    if (!options.wait || task.status === 'completed') return 0;
+    throw taskFailure(task);
+  } catch (err) {
+    io.stderr.write(`${failureLine(taskId, describeError(err))}\n`);
+    return 1;
+  }
+}
+
+async function downloadCommand(options: CommonOptions, io: ClientIo): Promise<number> {
+  const [fileId] = noOptionsLeft(options, 1, 'imgapi download <fileId> [-o <file or dir>]');
+  const board = boardFor(options, io);
+  const client = connect(options, (event) => board.print(retryLine(event)));
+  const row = board.add(fileId);
+  row.update('downloading');
+  try {
+    const saved = await client.download(fileId, options.output ?? '.', {
+      onProgress: ({ loaded, total }) => row.update('downloading', total ? loaded / total : 0),
+    });
+    board.close();
+    io.stdout.write(options.json ? `${JSON.stringify(saved, null, 2)}\n` : `${saved.path}\n`);
+    return 0;
+  } catch (err) {
+    board.close();
+    io.stderr.write(`${failureLine(fileId, describeError(err))}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,175 @@
+// What the client commands show while they work. On a terminal: a bar per file in flight and
+// one for the whole run, redrawn in place, with a line printed for each file as it ends. Not on
+// a terminal: only those lines. With --json: nothing (the result is printed at the end).
+
+/** `uploaded`: stored, its task not followed yet; `queued`: its task is followed and waits for a worker. */
+export type Phase = 'waiting' | 'uploading' | 'uploaded' | 'queued' | 'processing' | 'downloading' | 'done' | 'failed';
+
+/** How far along a file is, 0–1: the upload is the first half, processing most of the rest. */
+function fractionOf(phase: Phase, part: number): number {
+  switch (phase) {
+    case 'waiting':
+      return 0;
+    case 'uploading':
+      return 0.5 * part;
+    case 'uploaded':
+    case 'queued':
+      return 0.5;
+    case 'processing':
+      return 0.5 + 0.4 * part;
+    case 'downloading':
+      return 0.9 + 0.1 * part;
+    case 'done':
+    case 'failed':
+      return 1;
+  }
+}
+
+export class Row {
+  phase: Phase = 'waiting';
+  /** Progress within the phase, 0–1. */
+  part = 0;
+
+  constructor(
+    readonly label: string,
+    private readonly board: Board,
+  ) {}
+
+  update(phase: Phase, part = 0): void {
+    this.phase = phase;
+    this.part = Math.max(0, Math.min(1, part));
+    this.board.changed();
+  }
+
+  /** The file has ended: `line` is printed for good. */
+  finish(phase: 'done' | 'failed', line: string): void {
+    this.update(phase);
+    this.board.print(line);
+  }
+
+  get fraction(): number {
+    return fractionOf(this.phase, this.part);
+  }
+}
+
+export type BoardMode = 'tty' | 'plain' | 'silent';
+
+const REDRAW_MS = 80;
+const ACTIVE: Phase[] = ['uploading', 'queued', 'processing', 'downloading'];
+
+export class Board {
+  private readonly rows: Row[] = [];
+  /** Lines of the live area drawn last time (they are redrawn in place). */
+  private drawn = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly stream: NodeJS.WriteStream,
+    readonly mode: BoardMode,
+  ) {}
+
+  add(label: string): Row {
+    const row = new Row(label, this);
+    this.rows.push(row);
+    return row;
+  }
+
+  /** A line that stays (above the bars on a terminal). */
+  print(line: string): void {
+    if (this.mode === 'silent') return;
+    if (this.mode === 'plain') {
+      this.stream.write(`${line}\n`);
+      return;
+    }
+    this.redraw([line]);
+  }
+
+  changed(): void {
+    if (this.mode !== 'tty' || this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.redraw([]);
+    }, REDRAW_MS);
+  }
+
+  /** Clears the bars; the printed lines stay. */
+  close(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.mode !== 'tty') return;
+    this.stream.write(this.eraseLive());
+    this.drawn = 0;
+  }
+
+  private eraseLive(): string {
+    // Up to the first line of the live area, then erase everything below the cursor.
+    return this.drawn > 0 ? `\r\x1b[${this.drawn}A\x1b[J` : '';
+  }
+
+  private redraw(printed: string[]): void {
+    const width = Math.max(40, (this.stream.columns ?? 80) - 1);
+    // A bar for each file being sent, processed or fetched, as many as the terminal has room for.
+    const room = Math.max(1, (this.stream.rows ?? 24) - 2);
+    const live = this.rows.filter((row) => ACTIVE.includes(row.phase)).slice(0, room);
+    const lines = [...live.map((row) => rowLine(row, width)), ...(this.rows.length > 1 || live.length === 0 ? [this.overallLine(width)] : [])];
+    this.stream.write(this.eraseLive() + printed.map((line) => `${line}\n`).join('') + lines.map((line) => `${line}\n`).join(''));
+    this.drawn = lines.length;
+  }
+
+  private overallLine(width: number): string {
+    const finished = this.rows.filter((row) => row.phase === 'done' || row.phase === 'failed').length;
+    const failed = this.rows.filter((row) => row.phase === 'failed').length;
+    const fraction = this.rows.length ? this.rows.reduce((sum, row) => sum + row.fraction, 0) / this.rows.length : 1;
+    const label = `all ${finished}/${this.rows.length}${failed ? ` (${failed} failed)` : ''}`;
+    return barLine(label, fraction, `${Math.floor(fraction * 100)}%`, width);
+  }
+}
+
+function rowLine(row: Row, width: number): string {
+  const status = row.phase === 'queued' ? 'queued' : `${row.phase} ${Math.floor(row.part * 100)}%`;
+  return barLine(row.label, row.fraction, status, width);
+}
+
+const BAR = 24;
+
+function barLine(label: string, fraction: number, status: string, width: number): string {
+  const filled = Math.round(fraction * BAR);
+  const bar = `[${'#'.repeat(filled)}${'-'.repeat(BAR - filled)}]`;
+  const room = Math.max(8, width - bar.length - status.length - 2);
+  return `${fit(label, room).padEnd(room)} ${bar} ${status}`.slice(0, width);
+}
+
+/** `text` shortened in the middle to `width` characters. */
+export function fit(text: string, width: number): string {
+  if (text.length <= width) return text;
+  const keep = width - 1;
+  return `${text.slice(0, Math.ceil(keep / 2))}…${text.slice(text.length - Math.floor(keep / 2))}`;
+}
+
+/** 2481337 → "2.4 MB" (powers of 1000, as file managers show sizes). */
+export function formatBytes(bytes: number): string {
+  if (bytes < 1000) return `${bytes} B`;
+  const units = ['kB', 'MB', 'GB', 'TB'];
+  let value = bytes;
+  let unit = -1;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit++;
+  }
+  return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
+}
+
+export function formatDuration(ms: number): string {
+  return ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`;
+}
+
+/** Columns padded to their widest cell; numbers (`align` "right") line up on the right. */
+export function table(header: string[], rows: string[][], align: Array<'left' | 'right'>): string {
+  const widths = header.map((cell, i) => Math.max(cell.length, ...rows.map((row) => row[i]?.length ?? 0)));
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, i) => (align[i] === 'right' ? cell.padStart(widths[i] ?? 0) : cell.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join('\n');
+}

@@ -1,0 +1,354 @@
+// `imgapi run <kind> <files or globs…> -o <dir> [--option value…]`: uploads each file, queues
+// the kind (a batch per `batchSize` files where the kind and the plan allow it, else a job per
+// file; one job for all of them for a several-input kind such as image-to-pdf), waits, and
+// writes the outputs to <dir>, at most --concurrency files in flight. Ends with a summary table.
+import fs from 'node:fs';
+import path from 'node:path';
+import { ImgapiError, taskFailure, type BatchKind, type BatchOptions, type Imgapi, type JobRequest, type Kind } from '../../sdk/node.js';
+import {
+  boardFor,
+  connect,
+  describeError,
+  expandInputs,
+  failureLine,
+  mapLimit,
+  retryLine,
+  UsageError,
+  type ClientIo,
+  type CommonOptions,
+  type InputFile,
+} from './common.js';
+import { isFlag, kindsOf, optionName, optionValue, OptionError, type KindInfo } from './job-options.js';
+import { extensionOf } from '../imaging/formats.js';
+import { formatBytes, formatDuration, table, type Board, type Row } from './progress.js';
+
+export interface Outcome {
+  /** The input as named (for a several-input kind: all of them, joined by ", "). */
+  input: string;
+  status: 'done' | 'failed';
+  bytesBefore: number;
+  bytesAfter: number;
+  /** The files written. */
+  outputs: string[];
+  fileId?: string;
+  taskId?: string;
+  ms: number;
+  error?: { code: string; message: string; requestId?: string };
+}
+
+interface Entry {
+  name: string;
+  files: InputFile[];
+  row: Row;
+  outcome: Outcome;
+  started: number;
+}
+
+export async function runCommand(options: CommonOptions, io: ClientIo): Promise<number> {
+  if (!options.output) throw new UsageError('run: say where the outputs go with -o <dir>');
+  const board = boardFor(options, io);
+  const client = connect(options, (event) => board.print(retryLine(event)));
+  const document = await readDocument(options.url);
+  const { info, patterns, jobOptions } = parseRunArguments(options.rest, document);
+  const files = await expandInputs(patterns);
+  fs.mkdirSync(options.output, { recursive: true });
+
+  const run = new Run(client, board, info, jobOptions, path.resolve(options.output), files, options.concurrency);
+  let outcomes: Outcome[];
+  if (info.multiInput) outcomes = [await run.together()];
+  else {
+    const batchSize = await batchSizeFor(client, info, files.length, options.batch);
+    outcomes = batchSize ? await run.batched(batchSize) : await run.each();
+  }
+  board.close();
+
+  const failed = outcomes.filter((outcome) => outcome.status === 'failed').length;
+  const totals = {
+    files: outcomes.length,
+    done: outcomes.length - failed,
+    failed,
+    bytesBefore: sum(outcomes.map((o) => o.bytesBefore)),
+    bytesAfter: sum(outcomes.map((o) => o.bytesAfter)),
+    ms: Date.now() - run.started,
+  };
+  if (options.json)
+    io.stdout.write(`${JSON.stringify({ ok: failed === 0, kind: info.kind, outputDir: options.output, files: outcomes, totals }, null, 2)}\n`);
+  else io.stdout.write(`${summary(outcomes, totals)}\n`);
+  return failed ? 1 : 0;
+}
+
+/** GET /openapi.json: the kinds and their options, as this service has them. */
+async function readDocument(baseUrl: string): Promise<unknown> {
+  const url = `${baseUrl.replace(/\/+$/, '')}/openapi.json`;
+  let response: Response;
+  try {
+    response = await fetch(url);
+  } catch (err) {
+    const cause = err instanceof Error && err.cause instanceof Error ? ` (${err.cause.message})` : '';
+    throw new ImgapiError({ code: 'NETWORK_ERROR', status: 0, message: `cannot reach ${url}${cause}`, cause: err });
+  }
+  if (!response.ok) throw await ImgapiError.fromResponse(response);
+  return response.json();
+}
+
+/** The kind, the files and the job options of `run`'s arguments, options typed by the document. */
+export function parseRunArguments(args: string[], document: unknown): { info: KindInfo; patterns: string[]; jobOptions: Record<string, unknown> } {
+  const kinds = kindsOf(document);
+  const known = [...kinds.keys()].join(', ');
+  const [kind, ...rest] = args;
+  if (!kind || kind.startsWith('-')) throw new UsageError(`run: name the kind first (${known})`);
+  const info = kinds.get(kind);
+  if (!info) throw new UsageError(`unknown kind "${kind}"; the service has ${known}`);
+  const patterns: string[] = [];
+  const jobOptions: Record<string, unknown> = {};
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i]!;
+    if (arg === '--') {
+      patterns.push(...rest.slice(i + 1));
+      break;
+    }
+    if (!arg.startsWith('--')) {
+      if (arg.startsWith('-') && arg !== '-') throw new UsageError(`unknown option ${arg}`);
+      patterns.push(arg);
+      continue;
+    }
+    const equals = arg.indexOf('=');
+    const name = optionName(equals > 0 ? arg.slice(2, equals) : arg.slice(2));
+    const next = rest[i + 1];
+    let raw: string | true = true;
+    if (equals > 0) raw = arg.slice(equals + 1);
+    else if (isFlag(document, info, name)) {
+      if (next === 'true' || next === 'false') {
+        raw = next;
+        i++;
+      }
+    } else if (next !== undefined) {
+      raw = next;
+      i++;
+    }
+    try {
+      jobOptions[name] = optionValue(document, info, name, raw);
+    } catch (err) {
+      if (err instanceof OptionError) throw new UsageError(err.message);
+      throw err;
+    }
+  }
+  return { info, patterns, jobOptions };
+}
+
+/** Files per batch request, or 0 for a job per file: batches only where the plan takes them all. */
+async function batchSizeFor(client: Imgapi, info: KindInfo, files: number, allowed: boolean): Promise<number> {
+  if (!allowed || !info.batch || files < 2) return 0;
+  const { limits, usage } = await client.account();
+  const left = usage.dailyBatchFiles.limit - usage.dailyBatchFiles.used;
+  return limits.batchSize >= 2 && left >= files ? limits.batchSize : 0;
+}
+
+class Run {
+  readonly started = Date.now();
+  /** The inputs, never overwritten. */
+  private readonly inputs: Set<string>;
+  /** Each input's output name without its extension: its own, numbered when another input has it. */
+  private readonly stems = new Map<InputFile, string>();
+
+  constructor(
+    private readonly client: Imgapi,
+    private readonly board: Board,
+    private readonly info: KindInfo,
+    private readonly jobOptions: Record<string, unknown>,
+    private readonly outputDir: string,
+    private readonly files: InputFile[],
+    private readonly concurrency: number,
+  ) {
+    this.inputs = new Set(files.map((file) => file.path));
+    const used = new Set<string>();
+    for (const file of files) {
+      const stem = path.basename(file.name, path.extname(file.name));
+      let unique = stem;
+      for (let n = 2; used.has(unique); n++) unique = `${stem}-${n}`;
+      used.add(unique);
+      this.stems.set(file, unique);
+    }
+  }
+
+  /** A job per file. */
+  each(): Promise<Outcome[]> {
+    const entries = this.files.map((file) => this.entry(file.name, [file]));
+    return mapLimit(entries, this.concurrency, async (entry) => {
+      await this.step(entry, async () => {
+        const [fileId] = await this.upload(entry);
+        await this.queue(entry, { fileId });
+        await this.finish(entry);
+      });
+      return entry.outcome;
+    });
+  }
+
+  /** Uploads, then a batch request per `size` files, then each task followed to its output. */
+  async batched(size: number): Promise<Outcome[]> {
+    const entries = this.files.map((file) => this.entry(file.name, [file]));
+    await mapLimit(entries, this.concurrency, (entry) => this.step(entry, () => this.upload(entry).then(() => undefined)));
+    const uploaded = entries.filter((entry) => entry.outcome.fileId);
+    for (let start = 0; start < uploaded.length; start += size) {
+      const chunk = uploaded.slice(start, start + size);
+      try {
+        // The options were read against this service's schema for the kind (job-options.ts).
+        const queued = await this.client.batch(
+          this.info.kind as BatchKind,
+          chunk.map((entry) => entry.outcome.fileId!),
+          this.jobOptions as BatchOptions<BatchKind>,
+        );
+        // The batch answers one task per file, in order; a file left without one has failed.
+        chunk.forEach((entry, index) => {
+          const task = queued.tasks[index];
+          if (task) entry.outcome.taskId = task.taskId;
+          else this.fail(entry, new Error('the batch answered no task for this file'));
+        });
+      } catch (err) {
+        // A batch is all or nothing: when one file is refused, queue each alone so that every
+        // file gets its own answer. Anything else (a quota, the rate) is every file's answer.
+        const perFile = err instanceof ImgapiError && [400, 404, 409, 410].includes(err.status);
+        if (!perFile) for (const entry of chunk) this.fail(entry, err);
+        else await mapLimit(chunk, this.concurrency, (entry) => this.step(entry, () => this.queue(entry, { fileId: entry.outcome.fileId })));
+      }
+    }
+    const queued = entries.filter((entry) => entry.outcome.taskId && entry.outcome.status !== 'failed');
+    await mapLimit(queued, this.concurrency, (entry) => this.step(entry, () => this.finish(entry)));
+    return entries.map((entry) => entry.outcome);
+  }
+
+  /** One job for every file (image-to-pdf): its inputs in order. */
+  async together(): Promise<Outcome> {
+    const names = this.files.map((file) => file.name);
+    const entry = this.entry(names.join(', '), this.files, names.length > 1 ? `${names[0]} + ${names.length - 1} more` : names[0]);
+    await this.step(entry, async () => {
+      const fileIds = await this.upload(entry);
+      await this.queue(entry, { fileIds });
+      await this.finish(entry);
+    });
+    return entry.outcome;
+  }
+
+  private entry(name: string, files: InputFile[], label = name): Entry {
+    const outcome: Outcome = { input: name, status: 'done', bytesBefore: sum(files.map((f) => f.size)), bytesAfter: 0, outputs: [], ms: 0 };
+    return { name, files, row: this.board.add(label), outcome, started: 0 };
+  }
+
+  /** Runs one stage of an entry; a failure ends the entry with its code and message. */
+  private async step(entry: Entry, work: () => Promise<void>): Promise<void> {
+    if (entry.outcome.status === 'failed') return;
+    entry.started ||= Date.now();
+    try {
+      await work();
+    } catch (err) {
+      this.fail(entry, err);
+    }
+  }
+
+  private fail(entry: Entry, err: unknown): void {
+    entry.outcome.status = 'failed';
+    entry.outcome.error = describeError(err);
+    entry.outcome.ms = Date.now() - (entry.started || this.started);
+    entry.row.finish('failed', failureLine(entry.name, entry.outcome.error));
+  }
+
+  private async upload(entry: Entry): Promise<string[]> {
+    entry.row.update('uploading');
+    const total = entry.outcome.bytesBefore || 1;
+    const sent = entry.files.map(() => 0);
+    const fileIds = await mapLimit(entry.files, this.concurrency, async (file, index) => {
+      const stored = await this.client.upload(file.path, {
+        onProgress: ({ loaded }) => {
+          sent[index] = loaded;
+          entry.row.update('uploading', sum(sent) / total);
+        },
+      });
+      return stored.fileId;
+    });
+    entry.outcome.fileId = fileIds[0];
+    entry.row.update('uploaded');
+    return fileIds;
+  }
+
+  private async queue(entry: Entry, input: { fileId: string | undefined } | { fileIds: string[] }): Promise<void> {
+    // The options were read against this service's schema for the kind (job-options.ts).
+    const request = { ...this.jobOptions, ...input } as JobRequest<Kind>;
+    const queued = await this.client.process(this.info.kind as Kind, request);
+    entry.outcome.taskId = queued.taskId;
+  }
+
+  /** Waits for the task and writes its outputs. */
+  private async finish(entry: Entry): Promise<void> {
+    const taskId = entry.outcome.taskId!;
+    entry.row.update('queued');
+    const task = await this.client.wait(taskId, {
+      // On a terminal the bar shows the task's progress: ask every second.
+      pollSeconds: this.board.mode === 'tty' ? 1 : 30,
+      onUpdate: (update) => entry.row.update(update.status === 'processing' ? 'processing' : 'queued', update.progress / 100),
+    });
+    if (task.status !== 'completed') throw taskFailure(task);
+    // A deck's slides are its outputs (outputFileId is their ZIP); other kinds have one.
+    const outputs = task.outputFileIds?.length ? task.outputFileIds : task.outputFileId ? [task.outputFileId] : [];
+    entry.row.update('downloading');
+    for (const [index, fileId] of outputs.entries()) {
+      // A one-slide deck's single image is in the slides' format, not the ZIP's.
+      const format = task.outputFileIds?.length ? task.result?.imageFormat : task.result?.format;
+      const destination = outputs.length === 1 ? this.target(entry.files[0], format ?? 'bin') : this.outputDir;
+      const saved = await this.client.download(fileId, destination, {
+        onProgress: ({ loaded, total }) => entry.row.update('downloading', (index + (total ? loaded / total : 0)) / outputs.length),
+      });
+      entry.outcome.outputs.push(path.relative(process.cwd(), saved.path ?? destination) || '.');
+      entry.outcome.bytesAfter += saved.size;
+    }
+    entry.outcome.ms = Date.now() - entry.started;
+    entry.row.finish('done', doneLine(entry.name, entry.outcome));
+  }
+
+  /** `<dir>/<input's name>.<output's extension>`; `<name>-<kind>.<extension>` where that is an input. */
+  private target(input: InputFile | undefined, format: string): string {
+    const stem = (input && this.stems.get(input)) ?? 'output';
+    const extension = extensionOf(format);
+    let candidate = path.join(this.outputDir, `${stem}.${extension}`);
+    for (let n = 1; this.inputs.has(candidate); n++)
+      candidate = path.join(this.outputDir, `${stem}-${this.info.kind}${n > 1 ? `-${n}` : ''}.${extension}`);
+    return candidate;
+  }
+}
+
+const sum = (values: number[]): number => values.reduce((total, value) => total + value, 0);
+
+function change(before: number, after: number): string {
+  if (!before || !after) return '';
+  const percent = Math.round((after / before - 1) * 100);
+  return percent === 0 ? '0%' : `${percent > 0 ? '+' : '−'}${Math.abs(percent)}%`;
+}
+
+function doneLine(name: string, outcome: Outcome): string {
+  const sizes = `${formatBytes(outcome.bytesBefore)} → ${formatBytes(outcome.bytesAfter)}`;
+  const delta = change(outcome.bytesBefore, outcome.bytesAfter);
+  return `${name}: done → ${outcome.outputs.join(', ')} (${sizes}${delta ? `, ${delta}` : ''}, ${formatDuration(outcome.ms)})`;
+}
+
+function summary(
+  outcomes: Outcome[],
+  totals: { files: number; done: number; failed: number; bytesBefore: number; bytesAfter: number; ms: number },
+): string {
+  const rows = outcomes.map((o) => [
+    o.input,
+    formatBytes(o.bytesBefore),
+    o.status === 'done' ? formatBytes(o.bytesAfter) : '—',
+    o.status === 'done' ? change(o.bytesBefore, o.bytesAfter) : '',
+    formatDuration(o.ms),
+    o.status === 'done' ? o.outputs.join(', ') : `failed: ${o.error?.code}`,
+  ]);
+  const doneBefore = sum(outcomes.filter((o) => o.status === 'done').map((o) => o.bytesBefore));
+  rows.push([
+    `total (${totals.files})`,
+    formatBytes(totals.bytesBefore),
+    formatBytes(totals.bytesAfter),
+    change(doneBefore, totals.bytesAfter),
+    formatDuration(totals.ms),
+    `${totals.done} done${totals.failed ? `, ${totals.failed} failed` : ''}`,
+  ]);
+  return table(['file', 'before', 'after', 'change', 'time', 'result'], rows, ['left', 'right', 'right', 'right', 'right', 'left']);
+}

@@ -1,0 +1,26 @@
+// Rows as the API answers with them. Each one's type is read from its schema (schemas.ts), so
+// what a response holds and what the OpenAPI document says of it cannot disagree.
+import type { FromSchema } from 'json-schema-to-ts';
+import { iso } from '../clock.js';
+import type { FileRecord } from '../files/files.js';
+import type { FILE_SCHEMA } from './schemas.js';
+
+export type ApiFile = FromSchema<typeof FILE_SCHEMA>;
+
+export function fileToApi(file: FileRecord): ApiFile {
+  return {
+    fileId: file.id,
+    filename: file.filename,
+    mimeType: file.mime_type,
+    // Only a format this service sniffed or wrote is ever stored.
+    format: file.format as ApiFile['format'],
+    size: Number(file.size),
+    ...(file.width !== null ? { width: file.width } : {}),
+    ...(file.height !== null ? { height: file.height } : {}),
+    ...(file.pages !== null ? { pages: file.pages } : {}),
+    origin: file.origin,
+    ...(file.task_id !== null ? { taskId: file.task_id } : {}),
+    createdAt: iso(file.created_at),
+    expiresAt: iso(file.expires_at),
+  };
+}

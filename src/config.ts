@@ -1,14 +1,17 @@
-// The one place that reads the environment. Every value is validated at boot and every
+// The one place that reads the environment. Every variable is declared once in VARIABLES (its
+// default as the docs show it, what it does, its parser); the README's table and `imgapi help`
+// are generated from it (`npm run docs:config`). Every value is validated at boot and every
 // problem names its variable; all problems are reported together.
+//
+// To add a variable: a row in VARIABLES (in the order the README should list it), a field in
+// Config, and one line in loadConfig reading it with `read('NAME')`; then `npm run docs:config`.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export type DatabaseConfig =
-  | { dialect: 'sqlite'; file: string }
-  | { dialect: 'postgres'; url: string };
+export type DatabaseConfig = { dialect: 'sqlite'; file: string } | { dialect: 'postgres'; url: string };
 
 export interface Config {
   port: number;
@@ -25,6 +28,10 @@ export interface Config {
   dashboardDir: string;
   /** Take the client address from X-Forwarded-For (behind a reverse proxy); used to throttle logins. */
   trustProxy: boolean;
+  /** A request whose body is still arriving this long after it started is answered 408 REQUEST_TIMEOUT. */
+  requestTimeoutMs: number;
+  /** A body that sends no byte for this long is answered 408 REQUEST_TIMEOUT. */
+  bodyStallMs: number;
   workerConcurrency: number;
   taskTimeoutMs: number;
   leaseMs: number;
@@ -47,6 +54,14 @@ export interface Config {
   conversionTimeoutMs: number;
   /** LibreOffice processes this process runs at once; further conversions wait their turn. */
   converterConcurrency: number;
+  /** Conversions one warm LibreOffice instance makes before it is replaced; 0: one soffice per document. */
+  converterRestartAfter: number;
+  /** Whether LibreOffice and poppler run in the bwrap sandbox (src/documents/sandbox.ts), and bwrap's program. */
+  converterSandbox: SandboxMode;
+  bwrapCommand: string;
+  /** Previews one API process renders at once, and how many more may wait; past that 503. */
+  previewConcurrency: number;
+  previewQueue: number;
 }
 
 export type StorageConfig =
@@ -62,8 +77,13 @@ export type StorageConfig =
       credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string } | undefined;
     };
 
+export const SANDBOX_MODES = ['auto', 'required', 'off'] as const;
+export type SandboxMode = (typeof SANDBOX_MODES)[number];
+
 export const SIGNUP_MODES = ['open', 'invite', 'closed'] as const;
 export type SignupMode = (typeof SIGNUP_MODES)[number];
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 /** The checkout's root (the nearest folder above this module with a package.json): src/ and dist/src/ alike. */
 function repositoryRoot(): string {
@@ -79,140 +99,355 @@ export class ConfigError extends Error {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The variables
+
+/** A variable's value is unusable; the message names the variable. */
+class Problem extends Error {}
+
+interface Variable<T> {
+  /** The default as README.md and `imgapi help` show it (Markdown). */
+  default: string;
+  /** What it does, one line of Markdown. */
+  doc: string;
+  /** The value from the variable's text (undefined when unset or empty); throws Problem when unusable. */
+  parse(raw: string | undefined, name: string): T;
+}
+
+type Parser<T> = Pick<Variable<T>, 'default' | 'parse'>;
+
+function integer(fallback: number, min: number, max: number, shown = `\`${fallback}\``): Parser<number> {
+  return {
+    default: shown,
+    parse: (raw, name) => {
+      if (raw === undefined) return fallback;
+      const value = Number(raw);
+      if (!Number.isInteger(value) || value < min || value > max) throw new Problem(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+      return value;
+    },
+  };
+}
+
+function oneOf<const T extends readonly string[]>(choices: T, fallback: T[number]): Parser<T[number]> {
+  const list = choices.length === 2 ? choices.join(' or ') : `one of ${choices.join(', ')}`;
+  return {
+    default: `\`${fallback}\``,
+    parse: (raw, name) => {
+      if (raw === undefined) return fallback;
+      if (!(choices as readonly string[]).includes(raw)) throw new Problem(`${name} must be ${list}, got "${raw}"`);
+      return raw as T[number];
+    },
+  };
+}
+
+/** true/1 or false/0; undefined when unset (the default may depend on other variables). */
+function flag(shown: string): Parser<boolean | undefined> {
+  return {
+    default: shown,
+    parse: (raw, name) => {
+      if (raw === undefined) return undefined;
+      if (!['0', '1', 'true', 'false'].includes(raw)) throw new Problem(`${name} must be true or false, got "${raw}"`);
+      return raw === '1' || raw === 'true';
+    },
+  };
+}
+
+/** Free text; undefined when unset. */
+function text(shown = '—'): Parser<string | undefined> {
+  return { default: shown, parse: (raw) => raw };
+}
+
+/** Free text with a default. */
+function string(fallback: string): Parser<string> {
+  return { default: `\`${fallback}\``, parse: (raw) => raw ?? fallback };
+}
+
+/** A program, run without a shell: a bare name looked up on PATH, or a path (resolved now). */
+function command(fallback: string): Parser<string> {
+  return {
+    default: `\`${fallback}\``,
+    parse: (raw) => {
+      const value = raw?.trim();
+      if (!value) return fallback;
+      return value.includes('/') ? path.resolve(value) : value;
+    },
+  };
+}
+
+const cpuCount = Math.max(1, os.availableParallelism());
+
+/** Every environment variable the service reads, in the order the README lists them. */
+export const VARIABLES = {
+  PORT: { ...integer(3000, 0, 65535), doc: 'HTTP port' },
+  HOST: { ...string('0.0.0.0'), doc: 'address to listen on' },
+  PUBLIC_URL: {
+    default: '`http://localhost:$PORT`',
+    doc: 'the address clients use: presigned upload URLs and the links the service gives point at it',
+    parse: (raw, name) => {
+      if (raw === undefined) return undefined;
+      const url = raw.replace(/\/+$/, '');
+      if (!/^https?:\/\/[^/]+/.test(url)) throw new Problem(`${name} must be an http(s) URL, got "${raw}"`);
+      return url;
+    },
+  } satisfies Variable<string | undefined>,
+  DATA_DIR: {
+    default: '`./data`',
+    doc: 'SQLite database and stored files (`objects/`); must be writable',
+    parse: (raw) => path.resolve(raw ?? './data'),
+  } satisfies Variable<string>,
+  DATABASE_URL: {
+    default: '`sqlite:$DATA_DIR/imgapi.db`',
+    doc: '`sqlite:/path/file.db` or `postgres://user@host:5432/db`',
+    parse: parseDatabaseUrl,
+  } satisfies Variable<DatabaseConfig | undefined>,
+  PLANS_FILE: {
+    default: '—',
+    doc: 'JSON merged over the default plan table, e.g. `{"pro":{"requestsPerSecond":50}}`; read at start',
+    parse: (raw, name) => {
+      if (raw === undefined) return undefined;
+      const file = path.resolve(raw);
+      if (!fs.existsSync(file)) throw new Problem(`${name}: no such file "${file}"`);
+      return file;
+    },
+  } satisfies Variable<string | undefined>,
+  WORKER_CONCURRENCY: { ...integer(cpuCount, 0, 256, 'CPU count'), doc: 'tasks run at once by this process (0: none)' },
+  TASK_TIMEOUT_SECONDS: { ...integer(120, 1, 86_400), doc: 'a task running longer fails with `PROCESSING_TIMEOUT`' },
+  TASK_LEASE_SECONDS: { ...integer(30, 2, 3600), doc: 'how long a claimed task stays with a worker that stops heart-beating' },
+  QUEUE_POLL_MS: { ...integer(2000, 10, 60_000), doc: 'how often idle workers look for work they were not woken for' },
+  IMAGE_THREADS: { ...integer(cpuCount, 1, 256, 'CPU count'), doc: 'libvips threads per image being processed' },
+  SWEEP_INTERVAL_SECONDS: { ...integer(60, 1, 86_400), doc: 'how often expired files are deleted (one process does it per interval)' },
+  REQUEST_TIMEOUT_SECONDS: {
+    ...integer(600, 1, 86_400),
+    doc: 'a request whose body is still arriving this long after it started is answered 408 `REQUEST_TIMEOUT`',
+  },
+  BODY_STALL_SECONDS: { ...integer(30, 1, 3600), doc: 'a request body that sends no byte for this long is answered 408 `REQUEST_TIMEOUT`' },
+  LOG_LEVEL: { ...oneOf(LOG_LEVELS, 'info'), doc: '`fatal` … `trace`, or `silent`' },
+  SOFFICE_COMMAND: {
+    ...command('soffice'),
+    doc: "LibreOffice's program (a name on `PATH` or a path), run as `soffice --headless --convert-to pdf …`",
+  },
+  PDFTOPPM_COMMAND: { ...command('pdftoppm'), doc: "poppler's page rasteriser: a name on `PATH` or a path" },
+  PDFINFO_COMMAND: { ...command('pdfinfo'), doc: "poppler's document inspector: a name on `PATH` or a path" },
+  CONVERSION_TIMEOUT_SECONDS: {
+    ...integer(120, 1, 3600),
+    doc: 'a LibreOffice conversion running longer is killed (its whole process group) and its task fails with `CONVERSION_TIMEOUT`',
+  },
+  CONVERTER_CONCURRENCY: { ...integer(2, 1, 64), doc: 'LibreOffice conversions one process runs at once; the rest wait for a slot' },
+  CONVERTER_RESTART_AFTER: {
+    ...integer(10, 0, 1000),
+    doc: 'documents one warm LibreOffice instance converts (one at a time, each closed and its files removed before the next) before it is replaced by a fresh one with a new profile; an instance is also replaced after any failure, timeout or cancel, and stopped after 5 idle minutes. `0`: a new LibreOffice for every document (slower: ~1 s of start-up each). Warm instances need python3-uno (installed by `npm start`); without it every document gets a new LibreOffice',
+  },
+  CONVERTER_SANDBOX: {
+    // Secure by default: unconfined, a deck can draw any file the service can read (another
+    // account's included). `auto` is for single-tenant installs where bubblewrap cannot run.
+    ...oneOf(SANDBOX_MODES, 'required'),
+    doc: 'LibreOffice and poppler run in a bubblewrap sandbox that sees only their work directory: `required` (default; where it cannot be set up, presentation tasks fail `CONVERSION_FAILED` and `/readyz` says why), `auto` (sandboxed when possible, else unconfined and reported by `/readyz`: only for single-tenant installs), `off`',
+  },
+  BWRAP_COMMAND: { ...command('bwrap'), doc: "bubblewrap's program (package `bubblewrap`): a name on `PATH` or a path" },
+  PREVIEW_CONCURRENCY: { ...integer(2, 1, 64), doc: 'previews one API process renders at once' },
+  PREVIEW_QUEUE: { ...integer(16, 0, 10_000), doc: 'previews that may wait for a slot; past that, 503' },
+  SIGNUP_MODE: {
+    ...oneOf(SIGNUP_MODES, 'invite'),
+    doc: 'who can create an account in the dashboard: `open` (anyone), `invite` (a code from the operator page), `closed` (nobody; use the CLI)',
+  },
+  SESSION_TTL_HOURS: { ...integer(168, 1, 24 * 366), doc: 'how long a dashboard login lasts; renewed while it is used' },
+  DASHBOARD_DIR: {
+    default: '`web/dist`',
+    doc: 'the built dashboard served at `/`',
+    parse: (raw, name) => {
+      if (raw === undefined) return path.join(repositoryRoot(), 'web', 'dist');
+      const dir = path.resolve(raw);
+      if (!fs.existsSync(path.join(dir, 'index.html'))) throw new Problem(`${name}: no index.html in "${dir}"`);
+      return dir;
+    },
+  } satisfies Variable<string>,
+  TRUST_PROXY: {
+    ...flag('`false`'),
+    doc: '`true` behind a reverse proxy: the client address (for login throttling) comes from `X-Forwarded-For`',
+  },
+  STORAGE: { ...oneOf(['local', 's3'], 'local'), doc: 'where file bytes live: `local` (`$DATA_DIR/objects`) or `s3` (an S3-compatible bucket)' },
+  S3_BUCKET: {
+    default: '—',
+    doc: 'the bucket, which must exist; required with `STORAGE=s3`',
+    parse: (raw, name) => {
+      if (raw !== undefined && !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(raw)) throw new Problem(`${name} is not a valid bucket name, got "${raw}"`);
+      return raw;
+    },
+  } satisfies Variable<string | undefined>,
+  S3_ENDPOINT: {
+    default: 'AWS',
+    doc: "an S3-compatible store's address, e.g. `http://minio:9000`; unset for AWS S3",
+    parse: (raw, name) => {
+      if (raw === undefined) return undefined;
+      const endpoint = raw.replace(/\/+$/, '');
+      if (!/^https?:\/\/[^/]+$/.test(endpoint)) throw new Problem(`${name} must be an http(s) URL without a path, got "${raw}"`);
+      return endpoint;
+    },
+  } satisfies Variable<string | undefined>,
+  S3_REGION: { ...text('`$AWS_REGION`, else `us-east-1`'), doc: "the bucket's region" },
+  AWS_REGION: { ...text('—'), doc: "the AWS SDK's region variable: the region when `S3_REGION` is unset" },
+  AWS_DEFAULT_REGION: { ...text('—'), doc: 'read when neither `S3_REGION` nor `AWS_REGION` is set' },
+  S3_FORCE_PATH_STYLE: {
+    ...flag('`true` with `S3_ENDPOINT`, else `false`'),
+    doc: '`https://host/bucket/key` addresses instead of `https://bucket.host/key`',
+  },
+  AWS_ACCESS_KEY_ID: {
+    ...text(),
+    doc: "S3 credentials, with `AWS_SECRET_ACCESS_KEY`; unset: the AWS SDK's default chain (`AWS_PROFILE`, web identity, instance or task role)",
+  },
+  AWS_SECRET_ACCESS_KEY: { ...text(), doc: 'the secret of `AWS_ACCESS_KEY_ID`' },
+  AWS_SESSION_TOKEN: { ...text(), doc: 'a temporary session token with those credentials' },
+  UPLOAD_URL_TTL_SECONDS: {
+    // S3 accepts presigned URLs valid for up to 7 days.
+    ...integer(900, 10, 7 * 86_400),
+    doc: 'how long a direct-upload URL works (10 s to 7 days)',
+  },
+  UPLOAD_SIGNING_SECRET: {
+    default: 'generated',
+    doc: 'HMAC key of local-storage upload URLs, at least 32 characters; unset: generated once and kept in `$DATA_DIR/upload-signing.key` (mode 0600)',
+    parse: (raw, name) => {
+      if (raw !== undefined && raw.length < 32) throw new Problem(`${name} must be at least 32 characters (e.g. \`openssl rand -hex 32\`)`);
+      return raw;
+    },
+  } satisfies Variable<string | undefined>,
+} satisfies Record<string, Variable<unknown>>;
+
+type Name = keyof typeof VARIABLES;
+type Value<N extends Name> = ReturnType<(typeof VARIABLES)[N]['parse']>;
 type Env = Record<string, string | undefined>;
 
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
-
-  const int = (name: string, fallback: number, min: number, max: number): number => {
-    const raw = env[name];
-    if (raw === undefined || raw === '') return fallback;
-    const value = Number(raw);
-    if (!Number.isInteger(value) || value < min || value > max) {
-      problems.push(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
-      return fallback;
+  const values = new Map<Name, unknown>();
+  /** The variable's value (parsed once); an unusable one is a problem, and its default stands in. */
+  const read = <N extends Name>(name: N): Value<N> => {
+    if (!values.has(name)) {
+      const variable: Variable<unknown> = VARIABLES[name];
+      const raw = env[name] === '' ? undefined : env[name];
+      try {
+        values.set(name, variable.parse(raw, name));
+      } catch (err) {
+        if (!(err instanceof Problem)) throw err;
+        problems.push(err.message);
+        values.set(name, variable.parse(undefined, name));
+      }
     }
-    return value;
+    return values.get(name) as Value<N>;
   };
 
-  /** A program, run without a shell: a bare name looked up on PATH, or a path (resolved now). */
-  const command = (name: string, fallback: string): string => {
-    const raw = env[name]?.trim();
-    if (!raw) return fallback;
-    return raw.includes('/') ? path.resolve(raw) : raw;
-  };
-
-  const port = int('PORT', 3000, 0, 65535);
-  const host = env.HOST || '0.0.0.0';
-  const dataDir = path.resolve(env.DATA_DIR || './data');
-  const database = parseDatabaseUrl(env.DATABASE_URL, dataDir, problems);
-
-  const plansFile = env.PLANS_FILE ? path.resolve(env.PLANS_FILE) : undefined;
-  if (plansFile && !fs.existsSync(plansFile)) problems.push(`PLANS_FILE: no such file "${plansFile}"`);
-
-  const publicUrl = (env.PUBLIC_URL || `http://localhost:${port}`).replace(/\/+$/, '');
-  if (!/^https?:\/\/[^/]+/.test(publicUrl)) problems.push(`PUBLIC_URL must be an http(s) URL, got "${env.PUBLIC_URL}"`);
-
-  const signupMode = (env.SIGNUP_MODE || 'invite') as SignupMode;
-  if (!SIGNUP_MODES.includes(signupMode)) problems.push(`SIGNUP_MODE must be one of ${SIGNUP_MODES.join(', ')}, got "${env.SIGNUP_MODE}"`);
-  const dashboardDir = env.DASHBOARD_DIR ? path.resolve(env.DASHBOARD_DIR) : path.join(repositoryRoot(), 'web', 'dist');
-  if (env.DASHBOARD_DIR && !fs.existsSync(path.join(dashboardDir, 'index.html'))) problems.push(`DASHBOARD_DIR: no index.html in "${dashboardDir}"`);
-  const trustProxy = env.TRUST_PROXY ?? '';
-  if (!['', '0', '1', 'true', 'false'].includes(trustProxy)) problems.push(`TRUST_PROXY must be true or false, got "${trustProxy}"`);
-
-  const storage = parseStorage(env, dataDir, problems);
-  const uploadSigningSecret = env.UPLOAD_SIGNING_SECRET || undefined;
-  if (uploadSigningSecret !== undefined && uploadSigningSecret.length < 32) {
-    problems.push('UPLOAD_SIGNING_SECRET must be at least 32 characters (e.g. `openssl rand -hex 32`)');
-  }
-
-  const logLevel = env.LOG_LEVEL || 'info';
-  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
-    problems.push(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "${logLevel}"`);
-  }
-
+  const port = read('PORT');
+  const dataDir = read('DATA_DIR');
   const config: Config = {
     port,
-    host,
-    publicUrl,
+    host: read('HOST'),
+    publicUrl: read('PUBLIC_URL') ?? `http://localhost:${port}`,
     dataDir,
-    database,
-    plansFile,
-    signupMode,
-    sessionTtlMs: int('SESSION_TTL_HOURS', 168, 1, 24 * 366) * 3600_000,
-    dashboardDir,
-    trustProxy: trustProxy === '1' || trustProxy === 'true',
-    workerConcurrency: int('WORKER_CONCURRENCY', Math.max(1, os.availableParallelism()), 0, 256),
-    taskTimeoutMs: int('TASK_TIMEOUT_SECONDS', 120, 1, 86_400) * 1000,
-    leaseMs: int('TASK_LEASE_SECONDS', 30, 2, 3600) * 1000,
-    pollIntervalMs: int('QUEUE_POLL_MS', 2000, 10, 60_000),
-    sweepIntervalMs: int('SWEEP_INTERVAL_SECONDS', 60, 1, 86_400) * 1000,
-    imageThreads: int('IMAGE_THREADS', Math.max(1, os.availableParallelism()), 1, 256),
-    storage,
-    // S3 accepts presigned URLs valid for up to 7 days.
-    uploadUrlTtlMs: int('UPLOAD_URL_TTL_SECONDS', 900, 10, 7 * 86_400) * 1000,
-    uploadSigningSecret,
-    logLevel,
-    sofficeCommand: command('SOFFICE_COMMAND', 'soffice'),
-    pdftoppmCommand: command('PDFTOPPM_COMMAND', 'pdftoppm'),
-    pdfinfoCommand: command('PDFINFO_COMMAND', 'pdfinfo'),
-    conversionTimeoutMs: int('CONVERSION_TIMEOUT_SECONDS', 120, 1, 3600) * 1000,
-    converterConcurrency: int('CONVERTER_CONCURRENCY', 2, 1, 64),
+    database: read('DATABASE_URL') ?? { dialect: 'sqlite', file: path.join(dataDir, 'imgapi.db') },
+    plansFile: read('PLANS_FILE'),
+    signupMode: read('SIGNUP_MODE'),
+    sessionTtlMs: read('SESSION_TTL_HOURS') * 3600_000,
+    dashboardDir: read('DASHBOARD_DIR'),
+    trustProxy: read('TRUST_PROXY') ?? false,
+    requestTimeoutMs: read('REQUEST_TIMEOUT_SECONDS') * 1000,
+    bodyStallMs: read('BODY_STALL_SECONDS') * 1000,
+    workerConcurrency: read('WORKER_CONCURRENCY'),
+    taskTimeoutMs: read('TASK_TIMEOUT_SECONDS') * 1000,
+    leaseMs: read('TASK_LEASE_SECONDS') * 1000,
+    pollIntervalMs: read('QUEUE_POLL_MS'),
+    sweepIntervalMs: read('SWEEP_INTERVAL_SECONDS') * 1000,
+    imageThreads: read('IMAGE_THREADS'),
+    storage: read('STORAGE') === 's3' ? s3Storage(read, problems) : { kind: 'local', root: path.join(dataDir, 'objects') },
+    uploadUrlTtlMs: read('UPLOAD_URL_TTL_SECONDS') * 1000,
+    uploadSigningSecret: read('UPLOAD_SIGNING_SECRET'),
+    logLevel: read('LOG_LEVEL'),
+    sofficeCommand: read('SOFFICE_COMMAND'),
+    pdftoppmCommand: read('PDFTOPPM_COMMAND'),
+    pdfinfoCommand: read('PDFINFO_COMMAND'),
+    conversionTimeoutMs: read('CONVERSION_TIMEOUT_SECONDS') * 1000,
+    converterConcurrency: read('CONVERTER_CONCURRENCY'),
+    converterRestartAfter: read('CONVERTER_RESTART_AFTER'),
+    converterSandbox: read('CONVERTER_SANDBOX'),
+    bwrapCommand: read('BWRAP_COMMAND'),
+    previewConcurrency: read('PREVIEW_CONCURRENCY'),
+    previewQueue: read('PREVIEW_QUEUE'),
   };
   if (problems.length) throw new ConfigError(problems);
   return config;
 }
 
-function parseStorage(env: Env, dataDir: string, problems: string[]): StorageConfig {
-  const kind = env.STORAGE || 'local';
-  if (kind === 'local') return { kind: 'local', root: path.join(dataDir, 'objects') };
-  if (kind !== 's3') {
-    problems.push(`STORAGE must be local or s3, got "${kind}"`);
-    return { kind: 'local', root: path.join(dataDir, 'objects') };
-  }
-  const bucket = env.S3_BUCKET ?? '';
+/** The S3 variables are read only with STORAGE=s3: left-over ones do not stop a local setup. */
+function s3Storage(read: <N extends Name>(name: N) => Value<N>, problems: string[]): StorageConfig {
+  const bucket = read('S3_BUCKET') ?? '';
   if (!bucket) problems.push('S3_BUCKET is required when STORAGE=s3');
-  else if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) problems.push(`S3_BUCKET is not a valid bucket name, got "${bucket}"`);
-  const endpoint = env.S3_ENDPOINT ? env.S3_ENDPOINT.replace(/\/+$/, '') : undefined;
-  if (endpoint !== undefined && !/^https?:\/\/[^/]+$/.test(endpoint)) problems.push(`S3_ENDPOINT must be an http(s) URL without a path, got "${env.S3_ENDPOINT}"`);
-  const pathStyle = env.S3_FORCE_PATH_STYLE ?? '';
-  if (!['', '0', '1', 'true', 'false'].includes(pathStyle)) problems.push(`S3_FORCE_PATH_STYLE must be true or false, got "${pathStyle}"`);
-  const accessKeyId = env.AWS_ACCESS_KEY_ID || undefined;
-  const secretAccessKey = env.AWS_SECRET_ACCESS_KEY || undefined;
+  const endpoint = read('S3_ENDPOINT');
+  const accessKeyId = read('AWS_ACCESS_KEY_ID');
+  const secretAccessKey = read('AWS_SECRET_ACCESS_KEY');
   if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) {
-    problems.push(`${accessKeyId ? 'AWS_SECRET_ACCESS_KEY' : 'AWS_ACCESS_KEY_ID'} is required when ${accessKeyId ? 'AWS_ACCESS_KEY_ID' : 'AWS_SECRET_ACCESS_KEY'} is set`);
+    problems.push(
+      `${accessKeyId ? 'AWS_SECRET_ACCESS_KEY' : 'AWS_ACCESS_KEY_ID'} is required when ${accessKeyId ? 'AWS_ACCESS_KEY_ID' : 'AWS_SECRET_ACCESS_KEY'} is set`,
+    );
   }
+  const sessionToken = read('AWS_SESSION_TOKEN');
   return {
     kind: 's3',
     bucket,
     endpoint,
-    region: env.S3_REGION || env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1',
+    region: read('S3_REGION') ?? read('AWS_REGION') ?? read('AWS_DEFAULT_REGION') ?? 'us-east-1',
     // Path-style addressing by default for a custom endpoint (MinIO and most S3-compatible stores).
-    forcePathStyle: pathStyle === '' ? endpoint !== undefined : pathStyle === '1' || pathStyle === 'true',
-    credentials:
-      accessKeyId && secretAccessKey
-        ? { accessKeyId, secretAccessKey, ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}) }
-        : undefined,
+    forcePathStyle: read('S3_FORCE_PATH_STYLE') ?? endpoint !== undefined,
+    credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) } : undefined,
   };
 }
 
-function parseDatabaseUrl(raw: string | undefined, dataDir: string, problems: string[]): DatabaseConfig {
-  if (!raw) return { dialect: 'sqlite', file: path.join(dataDir, 'imgapi.db') };
+function parseDatabaseUrl(raw: string | undefined, name: string): DatabaseConfig | undefined {
+  if (raw === undefined) return undefined;
   if (/^postgres(ql)?:\/\//.test(raw)) {
     try {
       new URL(raw);
-      return { dialect: 'postgres', url: raw };
     } catch {
-      problems.push('DATABASE_URL is not a valid postgres:// URL');
+      throw new Problem(`${name} is not a valid postgres:// URL`);
     }
-  } else if (raw.startsWith('sqlite:')) {
-    const file = raw.slice('sqlite:'.length).replace(/^\/\//, '');
-    if (file) return { dialect: 'sqlite', file: path.resolve(file) };
-    problems.push('DATABASE_URL "sqlite:" needs a file path, e.g. sqlite:./data/imgapi.db');
-  } else {
-    problems.push('DATABASE_URL must start with postgres://, postgresql:// or sqlite:');
+    return { dialect: 'postgres', url: raw };
   }
-  return { dialect: 'sqlite', file: path.join(dataDir, 'imgapi.db') };
+  if (raw.startsWith('sqlite:')) {
+    const file = raw.slice('sqlite:'.length).replace(/^\/\//, '');
+    if (!file) throw new Problem(`${name} "sqlite:" needs a file path, e.g. sqlite:./data/imgapi.db`);
+    return { dialect: 'sqlite', file: path.resolve(file) };
+  }
+  throw new Problem(`${name} must start with postgres://, postgresql:// or sqlite:`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Documentation generated from VARIABLES
+
+/** The README's table of variables (Markdown). */
+export function environmentTable(): string {
+  const rows = Object.entries(VARIABLES).map(([name, v]) => `| \`${name}\` | ${v.default} | ${v.doc} |`);
+  return ['| variable | default | what it does |', '|---|---|---|', ...rows].join('\n');
+}
+
+/** The variables for `imgapi help`: name, default and what it does, wrapped to `width` columns. */
+export function environmentHelp(width = 100): string {
+  const plain = (markdown: string) => markdown.replace(/`/g, '');
+  const entries = Object.entries(VARIABLES);
+  const column = Math.max(...entries.map(([name]) => name.length)) + 4;
+  const lines: string[] = [];
+  for (const [name, v] of entries) {
+    let line = `  ${name}`.padEnd(column);
+    let empty = true;
+    const text = v.default === '—' ? plain(v.doc) : `${plain(v.doc)} (default: ${plain(v.default)})`;
+    for (const word of text.split(' ')) {
+      if (!empty && line.length + 1 + word.length > width) {
+        lines.push(line);
+        line = ' '.repeat(column);
+        empty = true;
+      }
+      line += empty ? word : ` ${word}`;
+      empty = false;
+    }
+    lines.push(line);
+  }
+  return lines.join('\n');
 }
 
 /** Checks that need the file system; run once at start-up, after loadConfig. */
@@ -250,6 +485,7 @@ export function uploadSigningSecret(config: Config): string {
     }
   }
   const secret = fs.readFileSync(file, 'utf8').trim();
-  if (secret.length < 32) throw new ConfigError([`UPLOAD_SIGNING_SECRET is unset and "${file}" holds no usable key: delete it to generate a new one`]);
+  if (secret.length < 32)
+    throw new ConfigError([`UPLOAD_SIGNING_SECRET is unset and "${file}" holds no usable key: delete it to generate a new one`]);
   return secret;
 }

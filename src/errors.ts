@@ -20,10 +20,11 @@ export const ERROR_STATUS = {
   SETUP_TOKEN_INVALID: 403,
   NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
+  REQUEST_TIMEOUT: 408,
   IDEMPOTENCY_KEY_REUSED: 409,
-  IDEMPOTENCY_KEY_IN_USE: 409,
   INPUT_NOT_SUPPORTED: 409,
   TASK_NOT_CANCELABLE: 409,
+  BATCH_NOT_FINISHED: 409,
   FILE_IN_USE: 409,
   UPLOAD_NOT_RECEIVED: 409,
   UPLOAD_ALREADY_CONFIRMED: 409,
@@ -42,6 +43,7 @@ export const ERROR_STATUS = {
   TOO_MANY_QUEUED_TASKS: 429,
   INTERNAL_ERROR: 500,
   SERVICE_UNAVAILABLE: 503,
+  INSUFFICIENT_STORAGE: 507,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
@@ -62,6 +64,17 @@ export class AppError extends Error {
 
 export const notFound = (what = 'Resource'): AppError => new AppError('NOT_FOUND', `${what} not found`);
 
+/**
+ * The service's own disk, database or object store is full: a local write (ENOSPC, or EDQUOT
+ * past a quota), SQLite (SQLITE_FULL), PostgreSQL (53100 disk_full) or a store answering 507.
+ * Nobody's input is at fault: the request answers 507 INSUFFICIENT_STORAGE, a task is retried.
+ */
+export function isStorageFull(err: unknown): boolean {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  const status = (err as { $metadata?: { httpStatusCode?: number } } | undefined)?.$metadata?.httpStatusCode;
+  return code === 'ENOSPC' || code === 'EDQUOT' || code === 'SQLITE_FULL' || code === '53100' || status === 507;
+}
+
 /** Codes a failed task can carry. `transient` faults are retried with backoff. */
 export const TASK_ERROR_CODES = [
   'INVALID_IMAGE',
@@ -73,6 +86,12 @@ export const TASK_ERROR_CODES = [
   'CONVERSION_TIMEOUT',
   'DOCUMENT_ENCRYPTED',
   'INPUT_MISSING',
+  /** An option the input cannot honour (text a watermark cannot draw): `details.field` names it. */
+  'INVALID_OPTIONS',
+  /** The outputs would take the account past its storage limit: nothing kept, refunded. */
+  'STORAGE_LIMIT_EXCEEDED',
+  /** An output is larger than the plan's maxFileBytes: nothing kept, refunded. */
+  'OUTPUT_TOO_LARGE',
   'INTERNAL_ERROR',
 ] as const;
 export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
@@ -83,8 +102,14 @@ export class TaskError extends Error {
     readonly code: TaskErrorCode,
     message: string,
     readonly transient = false,
+    /** Shown as the task error's `details` (INVALID_OPTIONS: `{field}`). */
+    readonly details?: Record<string, unknown>,
   ) {
     super(message);
     this.name = 'TaskError';
   }
 }
+
+/** The task fails INVALID_OPTIONS naming `field`: the option cannot be honoured for this input. */
+export const invalidOption = (field: string, message: string): TaskError =>
+  new TaskError('INVALID_OPTIONS', `${field}: ${message}`, false, { field });

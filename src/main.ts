@@ -1,16 +1,25 @@
 #!/usr/bin/env node
-// The command line: serve (API and workers), worker, migrate, and the operator's account and
-// key commands. Configuration errors end with a message naming the variable, not a stack trace.
+// The command line: serve (API and workers), worker, migrate, the operator's account and key
+// commands, backup, restore and copy-to (src/ops/cli.ts), and the client commands (run, upload,
+// task, download: src/cli/client.ts).
+// Configuration errors end with a message naming the variable, not a stack trace.
 import { parseArgs } from 'node:util';
-import { buildApp } from './app.js';
-import { ConfigError, loadConfig } from './config.js';
+import { buildApp } from './http/app.js';
+import { ConfigError, environmentHelp, loadConfig } from './config.js';
 import { createServices, type Services } from './services.js';
 import { WorkerPool } from './worker/worker.js';
-import { checkPlan, createAccount, createApiKey, findAccountByEmail, hashPassword, listApiKeys, revokeApiKey, setPlan } from './accounts/accounts.js';
+import { checkPlan, createAccount, createApiKey, findAccountByEmail, listApiKeys, revokeApiKey, setPassword, setPlan } from './accounts/accounts.js';
 import { announceSetupToken } from './accounts/onboarding.js';
 import { deleteSessionsOf } from './accounts/sessions.js';
 import { AppError } from './errors.js';
 import { iso } from './clock.js';
+
+const OPS_USAGE = `  backup DIR                      a consistent copy of a running SQLite install: the database and
+                                  the objects (with S3, their checksums) and manifest.json
+  restore DIR                     a backup into an empty DATA_DIR / database, checking every checksum
+  copy-to --database URL [--storage s3://BUCKET?endpoint=URL&region=R&path-style=true]
+                                  every table and object to another database (and S3 bucket),
+                                  checked; run it again to resume; the source is only read`;
 
 const USAGE = `Usage: imgapi <command> [options]
 
@@ -26,10 +35,12 @@ const USAGE = `Usage: imgapi <command> [options]
   keys list --email E
   keys revoke --email E --id KEY_ID
 
-Environment: PORT, HOST, PUBLIC_URL, DATA_DIR, DATABASE_URL, PLANS_FILE, WORKER_CONCURRENCY,
-TASK_TIMEOUT_SECONDS, TASK_LEASE_SECONDS, QUEUE_POLL_MS, LOG_LEVEL, SIGNUP_MODE, SESSION_TTL_HOURS,
-DASHBOARD_DIR, TRUST_PROXY, STORAGE, S3_BUCKET, S3_ENDPOINT, S3_REGION, S3_FORCE_PATH_STYLE,
-AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, UPLOAD_URL_TTL_SECONDS, UPLOAD_SIGNING_SECRET (see README.md).`;
+${OPS_USAGE}
+
+  run, upload, task, download     the client: see \`imgapi run --help\`
+
+Environment (also in README.md):
+${environmentHelp()}`;
 
 class UsageError extends Error {}
 
@@ -37,7 +48,10 @@ async function main(argv: string[]): Promise<number> {
   const [command, sub, ...rest] = argv;
   switch (command) {
     case 'serve':
-      return serve(parseArgs({ args: [sub, ...rest].filter((a): a is string => a !== undefined), options: { role: { type: 'string', default: 'all' } } }).values.role!);
+      return serve(
+        parseArgs({ args: [sub, ...rest].filter((a): a is string => a !== undefined), options: { role: { type: 'string', default: 'all' } } }).values
+          .role!,
+      );
     case 'worker':
       return serve('worker');
     case 'migrate': {
@@ -49,6 +63,27 @@ async function main(argv: string[]): Promise<number> {
     case 'users':
     case 'keys':
       return admin(command, sub, rest);
+    case 'backup':
+    case 'restore':
+    case 'copy-to': {
+      // Loaded on use: the operator's whole-service commands (src/ops/).
+      const { opsCommand } = await import('./ops/cli.js');
+      return opsCommand(
+        command,
+        [sub, ...rest].filter((a): a is string => a !== undefined),
+      );
+    }
+    case 'run':
+    case 'upload':
+    case 'task':
+    case 'download': {
+      // The client talks to a running service over HTTP: none of the server's configuration.
+      const { clientCommand } = await import('./cli/client.js');
+      return clientCommand(
+        command,
+        [sub, ...rest].filter((a): a is string => a !== undefined),
+      );
+    }
     case undefined:
     case 'help':
     case '--help':
@@ -77,7 +112,14 @@ async function serve(role: string): Promise<number> {
       throw new ConfigError([`PORT/HOST: cannot listen on ${config.host}:${config.port} (${code})`]);
     }
     services.logger.info(
-      { url: config.publicUrl, role, workers: workers.concurrency, workerId: workers.id, database: config.database.dialect, storage: services.storage.name },
+      {
+        url: config.publicUrl,
+        role,
+        workers: workers.concurrency,
+        workerId: workers.id,
+        database: config.database.dialect,
+        storage: services.storage.name,
+      },
       'imgapi is serving',
     );
     // A fresh installation: the operator creates the first administrator with a one-time token.
@@ -159,7 +201,7 @@ async function admin(group: string, command: string | undefined, args: string[])
         const found = await account();
         const password = need('password');
         if (password.length < 8) throw new UsageError('--password needs at least 8 characters');
-        await database.db.updateTable('accounts').set({ password_hash: await hashPassword(password) }).where('id', '=', found.id).execute();
+        await setPassword(database, found.id, password);
         await deleteSessionsOf(database, found.id);
         console.error(`${found.email}: password set; dashboard sessions ended`);
         return 0;

@@ -1,16 +1,19 @@
 // Periodic work: the retention sweep (expired files lose their bytes and their storage charge),
 // the release of abandoned direct uploads, and pruning of old idempotency records and rate-limit
 // windows. Every process runs the ticker; a conditional update elects one of them per tick, so
-// the work runs once however many run.
+// the work runs once however many run. This module owns `periodic_runs`; each sweep's queries
+// are in the module that owns their table.
 import type { Logger } from 'pino';
 import type { Clock } from './clock.js';
 import type { Database } from './db/database.js';
-import { releaseStorage } from './accounts/quota.js';
-import { sweepUploads } from './files/direct-upload.js';
+import { sweepOrphanedIncoming, sweepUploads } from './files/direct-upload.js';
+import { removeAbandonedWorkDirs } from './temp-files.js';
+import { sweepExpiredFiles } from './files/files.js';
 import { pruneRateLimits } from './accounts/rate-limit.js';
 import { pruneSessions } from './accounts/sessions.js';
-import { IDEMPOTENCY_WINDOW_MS } from './http/idempotency.js';
-import type { ObjectStorage } from './storage/storage.js';
+import { pruneIdempotencyKeys } from './db/idempotency.js';
+import { deleteTaskOutputs, type ObjectStorage } from './storage/storage.js';
+import { markOutputsSwept, unsweptEndedWithoutOutputs } from './tasks/tasks.js';
 
 const SWEEP = 'retention-sweep';
 const BATCH = 500;
@@ -39,59 +42,47 @@ export async function claimTick(database: Database, name: string, now: number, i
 }
 
 /**
- * Deletes the bytes of expired files and marks them, freeing their storage. Files that a queued
- * or running task reads are kept until it ends. Returns how many files were swept.
+ * Deletes the output objects of tasks that ended without outputs (failed, canceled), once per
+ * task. A worker deletes what it wrote when it learns its task ended so; this catches what a
+ * worker that died (SIGKILL) or lost its lease wrote before the task was canceled, or failed
+ * by the reaper: objects that nothing records or charges. Such a task never owns a file, so
+ * nothing live is touched. Each task is marked when swept, so one whose ending committed late
+ * is not missed (as it could be behind a completed_at cursor). Returns how many objects went.
  */
-export async function sweepExpiredFiles(deps: MaintenanceDeps, now: number): Promise<number> {
+export async function sweepUnrecordedOutputs(deps: MaintenanceDeps): Promise<number> {
   const { database, storage } = deps;
-  let swept = 0;
+  let removed = 0;
   for (;;) {
-    const expired = await database.db
-      .selectFrom('files')
-      .select(['id', 'account_id', 'storage_key', 'size'])
-      .where('deleted_at', 'is', null)
-      .where('expires_at', '<=', now)
-      .where(({ not, exists, selectFrom }) =>
-        not(
-          exists(
-            selectFrom('task_inputs')
-              .innerJoin('tasks', 'tasks.id', 'task_inputs.task_id')
-              .select('tasks.id')
-              .whereRef('task_inputs.file_id', '=', 'files.id')
-              .where('tasks.status', 'in', ['queued', 'processing']),
-          ),
-        ),
-      )
-      .limit(BATCH)
-      .execute();
-    for (const file of expired) {
-      // Bytes first: a crash between the two steps leaves a row that the next sweep finishes.
-      await storage.delete(file.storage_key);
-      await database.transaction(async (tx) => {
-        const marked = await tx.updateTable('files').set({ deleted_at: now }).where('id', '=', file.id).where('deleted_at', 'is', null).executeTakeFirst();
-        if (Number(marked.numUpdatedRows) === 1) await releaseStorage(tx, file.account_id, Number(file.size));
-      });
-      swept++;
-    }
-    if (expired.length < BATCH) return swept;
+    const ended = await unsweptEndedWithoutOutputs(database, BATCH);
+    for (const taskId of ended) removed += await deleteTaskOutputs(storage, taskId);
+    await markOutputsSwept(database, ended);
+    if (ended.length < BATCH) return removed;
   }
 }
 
 export class Maintenance {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> | undefined;
+  private lastTemporarySweep = 0;
 
   constructor(
     private readonly deps: MaintenanceDeps,
     private readonly intervalMs: number,
   ) {}
 
+  /** Sweeps abandoned temporary files at once, then runs the periodic work. */
   start(): void {
-    this.timer = setInterval(() => {
-      this.running ??= this.tick()
+    const run = (work: () => Promise<unknown>) => {
+      this.running ??= work()
         .catch((err) => this.deps.logger.error({ err }, 'maintenance tick failed'))
         .finally(() => (this.running = undefined));
-    }, Math.min(this.intervalMs, 10_000));
+    };
+    run(() => this.sweepTemporary());
+    const periodic = async () => {
+      if (Date.now() - this.lastTemporarySweep >= this.intervalMs) await this.sweepTemporary();
+      await this.tick();
+    };
+    this.timer = setInterval(() => run(periodic), Math.min(this.intervalMs, 10_000));
     this.timer.unref();
   }
 
@@ -100,16 +91,32 @@ export class Maintenance {
     await this.running;
   }
 
+  /**
+   * Temporary files and directories that killed processes left (a SIGKILL mid-upload, a crash
+   * mid-task). Every process sweeps, not one per tick: the system's temporary directory is
+   * each machine's own. Returns how many entries went.
+   */
+  async sweepTemporary(): Promise<number> {
+    this.lastTemporarySweep = Date.now();
+    const removed = ((await this.deps.storage.sweepTemporary?.()) ?? 0) + (await removeAbandonedWorkDirs());
+    if (removed) this.deps.logger.info({ removed }, 'removed temporary files left by stopped processes');
+    return removed;
+  }
+
   /** Runs the periodic work if this process wins the tick; true when it did. */
   async tick(force = false): Promise<boolean> {
     const { database, clock, logger } = this.deps;
     const now = clock.now();
     if (!force && !(await claimTick(database, SWEEP, now, this.intervalMs))) return false;
-    const swept = await sweepExpiredFiles(this.deps, now);
+    const swept = await sweepExpiredFiles(database, this.deps.storage, now);
+    const unrecorded = await sweepUnrecordedOutputs(this.deps);
+    if (unrecorded) logger.info({ unrecorded }, 'deleted output objects of tasks that ended without outputs');
     // Presigned uploads never confirmed: bytes deleted, reservation released.
     const abandoned = await sweepUploads(this.deps, now);
     if (abandoned) logger.info({ abandoned }, 'upload sweep released abandoned direct uploads');
-    await database.db.deleteFrom('idempotency_keys').where('created_at', '<', now - IDEMPOTENCY_WINDOW_MS).execute();
+    const orphans = await sweepOrphanedIncoming(this.deps);
+    if (orphans) logger.info({ orphans }, 'upload sweep deleted direct-upload bytes that no upload collects');
+    await pruneIdempotencyKeys(database, now);
     await pruneRateLimits(database, now);
     await pruneSessions(database, now);
     if (swept) logger.info({ swept }, 'retention sweep deleted expired files');

@@ -1,4 +1,6 @@
 // Prometheus metrics, one registry per app instance (tests build many apps in one process).
+// ops/alerts.yml holds alert rules on them; README "Operations" says what to watch.
+import fs from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export interface Metrics {
@@ -7,43 +9,107 @@ export interface Metrics {
   httpDuration: Histogram<'method' | 'route'>;
   taskDuration: Histogram<'kind' | 'outcome'>;
   queueDepth: Gauge<'status'>;
+  /** How long the oldest runnable queued task has waited (0 with none): the same from every process. */
+  queueOldestAge: Gauge;
+  /** Runs that ended with the task failed, by kind and error code (this process's workers). */
+  taskFailures: Counter<'kind' | 'code'>;
+  /** Readiness checks (database, storage, libreoffice, poppler, sandbox): 1 passing, 0 not; set at each scrape. */
+  checkUp: Gauge<'check'>;
+  /** The file system holding DATA_DIR (the SQLite database, local objects, temporary files). */
+  dataDirAvailable: Gauge;
+  dataDirSize: Gauge;
+  /** Previews: renditions decoded from the original, read from the cache, refused (busy), unavailable. */
+  previews: Counter<'event'>;
 }
 
-export function createMetrics(readQueueDepth: () => Promise<{ queued: number; processing: number }>): Metrics {
+export interface MetricSources {
+  queueDepth(): Promise<{ queued: number; processing: number }>;
+  /** Milliseconds the oldest runnable queued task has waited, 0 when none waits. */
+  oldestQueuedWaitMs(): Promise<number>;
+  dataDir: string;
+}
+
+export function createMetrics(sources: MetricSources): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  /** Durations in seconds, in buckets that fit what is timed. */
+  const seconds = <L extends string>(name: string, help: string, labelNames: L[], buckets: number[]) =>
+    new Histogram<L>({ name, help, labelNames, buckets, registers });
   return {
     registry,
     httpRequests: new Counter({
       name: 'imgapi_http_requests_total',
       help: 'HTTP requests by method, route and status',
       labelNames: ['method', 'route', 'status'],
-      registers: [registry],
+      registers,
     }),
-    httpDuration: new Histogram({
-      name: 'imgapi_http_request_duration_seconds',
-      help: 'HTTP request duration',
-      labelNames: ['method', 'route'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers: [registry],
-    }),
-    taskDuration: new Histogram({
-      name: 'imgapi_task_duration_seconds',
-      help: 'Task run time by kind and outcome',
-      labelNames: ['kind', 'outcome'],
-      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
-      registers: [registry],
-    }),
+    httpDuration: seconds(
+      'imgapi_http_request_duration_seconds',
+      'HTTP request duration',
+      ['method', 'route'],
+      [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    ),
+    taskDuration: seconds(
+      'imgapi_task_duration_seconds',
+      'Task run time by kind and outcome',
+      ['kind', 'outcome'],
+      [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
+    ),
     queueDepth: new Gauge({
       name: 'imgapi_queue_depth',
       help: 'Tasks queued or processing',
       labelNames: ['status'],
-      registers: [registry],
+      registers,
       async collect() {
-        const depth = await readQueueDepth();
+        const depth = await sources.queueDepth();
         this.set({ status: 'queued' }, depth.queued);
         this.set({ status: 'processing' }, depth.processing);
       },
+    }),
+    queueOldestAge: new Gauge({
+      name: 'imgapi_queue_oldest_age_seconds',
+      help: 'How long the oldest queued task that may run now has waited (0 when none waits)',
+      registers,
+      async collect() {
+        this.set((await sources.oldestQueuedWaitMs()) / 1000);
+      },
+    }),
+    taskFailures: new Counter({
+      name: 'imgapi_task_failures_total',
+      help: 'Task runs that ended with the task failed, by kind and error code',
+      labelNames: ['kind', 'code'],
+      registers,
+    }),
+    checkUp: new Gauge({
+      name: 'imgapi_check_up',
+      help: 'Readiness checks as /readyz reports them: 1 passing, 0 failing (database, storage, libreoffice, poppler, sandbox)',
+      labelNames: ['check'],
+      registers,
+    }),
+    dataDirAvailable: new Gauge({
+      name: 'imgapi_data_dir_available_bytes',
+      help: 'Bytes available to this process on the file system holding DATA_DIR',
+      registers,
+      async collect() {
+        const stats = await fs.promises.statfs(sources.dataDir);
+        this.set(stats.bavail * stats.bsize);
+      },
+    }),
+    dataDirSize: new Gauge({
+      name: 'imgapi_data_dir_size_bytes',
+      help: 'Size of the file system holding DATA_DIR',
+      registers,
+      async collect() {
+        const stats = await fs.promises.statfs(sources.dataDir);
+        this.set(stats.blocks * stats.bsize);
+      },
+    }),
+    previews: new Counter({
+      name: 'imgapi_previews_total',
+      help: 'Previews: renditions rendered from the original or read from the cache, requests refused as busy (503) or unavailable (415)',
+      labelNames: ['event'],
+      registers,
     }),
   };
 }

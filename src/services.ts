@@ -9,6 +9,7 @@ import { loadPlans, type PlanTable } from './accounts/plans.js';
 import { Maintenance } from './maintenance.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { DirectUploads } from './files/direct-upload.js';
+import { createSandbox, type Sandbox } from './documents/sandbox.js';
 import { QueueEvents } from './queue/events.js';
 import { PgWakeups } from './queue/notify.js';
 import { TaskQueue } from './queue/queue.js';
@@ -30,6 +31,8 @@ export interface Services {
   maintenance: Maintenance;
   /** Presigned direct uploads (presign, the local PUT, confirm). */
   uploads: DirectUploads;
+  /** Where LibreOffice and poppler run: the bwrap sandbox, when it can be set up. */
+  sandbox: Sandbox;
   close(): Promise<void>;
 }
 
@@ -89,12 +92,17 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     logger,
     maintenance,
     uploads,
+    sandbox: createSandbox(config, logger),
     database,
     storage,
     plans,
     events,
     queue,
-    metrics: createMetrics(() => queue.queueDepth()),
+    metrics: createMetrics({
+      queueDepth: () => queue.queueDepth(),
+      oldestQueuedWaitMs: () => queue.oldestQueuedWaitMs(),
+      dataDir: config.dataDir,
+    }),
     async close() {
       await maintenance.stop();
       await wakeups?.stop();

@@ -5,10 +5,12 @@ import type { Selectable } from 'kysely';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
 import { isUniqueViolation } from '../db/database.js';
+import { olderThan, pageOf } from '../db/pagination.js';
 import type { AccountsTable } from '../db/schema.js';
 import { AppError } from '../errors.js';
 import { newId, sha256Hex } from '../ids.js';
 import { isPlanName, PLAN_NAMES, type PlanName } from './plans.js';
+import { periods } from './quota.js';
 
 export type Account = Selectable<AccountsTable>;
 
@@ -71,6 +73,57 @@ export async function findAccountById(database: Database, id: string): Promise<A
 
 export async function setPlan(database: Database, accountId: string, plan: PlanName): Promise<void> {
   await database.db.updateTable('accounts').set({ plan }).where('id', '=', accountId).execute();
+  keysChanged(database);
+}
+
+/** Stamps the account served now: within a priority, the queue claims first for the account served longest ago. */
+export async function markServed(database: Database, accountId: string, now: number): Promise<void> {
+  await database.db.updateTable('accounts').set({ last_served_at: now }).where('id', '=', accountId).execute();
+}
+
+/** Sets the dashboard password (the caller ends the account's sessions). */
+export async function setPassword(database: Database, accountId: string, password: string): Promise<void> {
+  await database.db
+    .updateTable('accounts')
+    .set({ password_hash: await hashPassword(password) })
+    .where('id', '=', accountId)
+    .execute();
+}
+
+/**
+ * The operator's list of accounts, newest first, with this month's tasks and the number of
+ * active keys; `emailContains` narrows it to addresses holding that text.
+ */
+export async function listAccountsWithUsage(database: Database, page: { limit: number; cursor?: string; emailContains?: string; now: number }) {
+  const { limit, cursor, emailContains, now } = page;
+  let query = database.db
+    .selectFrom('accounts')
+    .leftJoin('usage_counters as u', (join) => join.onRef('u.account_id', '=', 'accounts.id').on('u.period', '=', periods.monthlyTasks(now)))
+    .select([
+      'accounts.id',
+      'accounts.email',
+      'accounts.plan',
+      'accounts.is_admin',
+      'accounts.created_at',
+      'accounts.storage_used',
+      'u.used as monthly_tasks',
+    ])
+    .select((eb) =>
+      eb
+        .selectFrom('api_keys')
+        .select((k) => k.fn.countAll<number>().as('n'))
+        .whereRef('api_keys.account_id', '=', 'accounts.id')
+        .where('api_keys.revoked_at', 'is', null)
+        .as('active_keys'),
+    )
+    .orderBy('accounts.created_at', 'desc')
+    .orderBy('accounts.id', 'desc')
+    .limit(limit + 1);
+  if (emailContains) query = query.where('accounts.email', 'like', `%${emailContains.toLowerCase().replace(/[\\%_]/g, '')}%`);
+  const after = olderThan(cursor, 'accounts.created_at', 'accounts.id');
+  if (after) query = query.where(after);
+  const { page: accounts, nextCursor } = pageOf(await query.execute(), limit);
+  return { accounts, nextCursor };
 }
 
 // API keys ---------------------------------------------------------------------------------
@@ -79,15 +132,8 @@ const KEY_PREFIX = 'ik_';
 /** The visible part of a key: enough to recognise it in a list, far too little to guess it. */
 const VISIBLE_CHARS = 8;
 
-export interface CreatedKey {
-  id: string;
-  name: string;
-  prefix: string;
-  key: string;
-  createdAt: number;
-}
-
-export async function createApiKey(database: Database, clock: Clock, accountId: string, name: string): Promise<CreatedKey> {
+/** A new key: the only time the key itself is at hand, since only its hash is stored. */
+export async function createApiKey(database: Database, clock: Clock, accountId: string, name: string) {
   const key = KEY_PREFIX + crypto.randomBytes(32).toString('base64url');
   const row = {
     id: newId('key'),
@@ -114,6 +160,7 @@ export async function revokeApiKey(database: Database, clock: Clock, accountId: 
     .where('account_id', '=', accountId)
     .where('revoked_at', 'is', null)
     .executeTakeFirst();
+  keysChanged(database);
   return Number(result.numUpdatedRows) > 0;
 }
 
@@ -126,14 +173,75 @@ export async function listApiKeys(database: Database, accountId: string) {
     .execute();
 }
 
-/** The account a key belongs to (with the key's id), or undefined for an unknown or revoked key. */
-export async function authenticateApiKey(database: Database, clock: Clock, key: string): Promise<(Account & { keyId: string }) | undefined> {
+export type KeyAccount = Account & { keyId: string };
+
+/**
+ * How long a key's account and plan may be served from memory: a revocation or a plan change
+ * made by another process applies within this (one made through this process's database handle
+ * applies at once). Entries are re-read in the background after KEY_REFRESH_MS, so a busy key
+ * never waits for the database.
+ */
+export const KEY_CACHE_MS = 900;
+const KEY_REFRESH_MS = 400;
+const KEY_CACHE_ENTRIES = 10_000;
+
+interface CachedKey {
+  /** performance.now() when the read that produced `account` started. */
+  readAt: number;
+  /** Undefined: the key was found revoked (kept so that an older read cannot bring it back). */
+  account: KeyAccount | undefined;
+  refreshing?: Promise<unknown>;
+}
+
+/** Known keys by hash, per database handle; a miss is always read from the database. */
+class KeyCache {
+  readonly entries = new Map<string, CachedKey>();
+  readonly loading = new Map<string, Promise<KeyAccount | undefined>>();
+  /** Bumped by every change that could alter what a key authenticates as. */
+  generation = 0;
+
+  clear(): void {
+    this.entries.clear();
+    this.loading.clear();
+    this.generation++;
+  }
+
+  /** Keeps what a read that started at `readAt` found, unless a later read is already kept. */
+  store(keyHash: string, readAt: number, account: KeyAccount | undefined): void {
+    const current = this.entries.get(keyHash);
+    if (current && current.readAt >= readAt) return;
+    // An unknown key is not remembered (a stream of made-up keys must not fill the cache); a
+    // known one that is no longer valid is, as a marker.
+    if (!account && !current) return;
+    if (!current && this.entries.size >= KEY_CACHE_ENTRIES) {
+      const now = performance.now();
+      for (const [hash, entry] of this.entries) if (now - entry.readAt >= KEY_CACHE_MS) this.entries.delete(hash);
+      if (this.entries.size >= KEY_CACHE_ENTRIES) this.entries.clear();
+    }
+    this.entries.set(keyHash, { readAt, account });
+  }
+}
+
+const keyCaches = new WeakMap<Database, KeyCache>();
+
+function keyCacheOf(database: Database): KeyCache {
+  let cache = keyCaches.get(database);
+  if (!cache) keyCaches.set(database, (cache = new KeyCache()));
+  return cache;
+}
+
+/** Changes to keys or plans made through `database` apply to its next request. */
+function keysChanged(database: Database): void {
+  keyCaches.get(database)?.clear();
+}
+
+async function readApiKey(database: Database, clock: Clock, keyHash: string): Promise<KeyAccount | undefined> {
   const row = await database.db
     .selectFrom('api_keys')
     .innerJoin('accounts', 'accounts.id', 'api_keys.account_id')
     .selectAll('accounts')
     .select(['api_keys.id as key_id', 'api_keys.last_used_at', 'api_keys.revoked_at'])
-    .where('api_keys.key_hash', '=', hashApiKey(key))
+    .where('api_keys.key_hash', '=', keyHash)
     .executeTakeFirst();
   if (!row || row.revoked_at !== null) return undefined;
   const now = clock.now();
@@ -143,4 +251,42 @@ export async function authenticateApiKey(database: Database, clock: Clock, key: 
   }
   const { key_id: keyId, last_used_at: _l, revoked_at: _r, ...account } = row;
   return { ...account, keyId };
+}
+
+/** Reads the key now and caches the answer, unless the keys changed meanwhile. */
+async function loadApiKey(database: Database, clock: Clock, cache: KeyCache, keyHash: string): Promise<KeyAccount | undefined> {
+  const generation = cache.generation;
+  const readAt = performance.now();
+  const account = await readApiKey(database, clock, keyHash);
+  if (cache.generation === generation) cache.store(keyHash, readAt, account);
+  return account;
+}
+
+/**
+ * The account a key belongs to (with the key's id), or undefined for an unknown or revoked key.
+ * Served from memory for at most KEY_CACHE_MS after the database said so.
+ */
+export async function authenticateApiKey(database: Database, clock: Clock, key: string): Promise<KeyAccount | undefined> {
+  const keyHash = hashApiKey(key);
+  const cache = keyCacheOf(database);
+  const entry = cache.entries.get(keyHash);
+  if (entry?.account) {
+    const age = performance.now() - entry.readAt;
+    if (age < KEY_CACHE_MS) {
+      if (age >= KEY_REFRESH_MS && !entry.refreshing) {
+        // A failed refresh leaves the entry to expire; the next read then reports the error.
+        entry.refreshing = loadApiKey(database, clock, cache, keyHash).catch(() => undefined);
+      }
+      return entry.account;
+    }
+  }
+  // Concurrent first requests of a key share one read.
+  let pending = cache.loading.get(keyHash);
+  if (!pending) {
+    pending = loadApiKey(database, clock, cache, keyHash).finally(() => {
+      if (cache.loading.get(keyHash) === pending) cache.loading.delete(keyHash);
+    });
+    cache.loading.set(keyHash, pending);
+  }
+  return pending;
 }

@@ -28,15 +28,16 @@ const hashSetupToken = (token: string) => sha256Hex(`setup:${token.trim()}`);
  * the token (undefined when an administrator exists). Every serving process issues its own, and
  * any unexpired one works until the first administrator is created.
  */
-export async function announceSetupToken(
-  deps: { database: Database; clock: Clock; logger: Logger; publicUrl: string },
-): Promise<string | undefined> {
+export async function announceSetupToken(deps: { database: Database; clock: Clock; logger: Logger; publicUrl: string }): Promise<string | undefined> {
   const { database, clock, logger } = deps;
   if (await adminExists(database)) return undefined;
   const token = crypto.randomBytes(24).toString('base64url');
   const now = clock.now();
   await database.db.deleteFrom('setup_tokens').where('expires_at', '<=', now).execute();
-  await database.db.insertInto('setup_tokens').values({ token_hash: hashSetupToken(token), created_at: now, expires_at: now + SETUP_TOKEN_TTL_MS }).execute();
+  await database.db
+    .insertInto('setup_tokens')
+    .values({ token_hash: hashSetupToken(token), created_at: now, expires_at: now + SETUP_TOKEN_TTL_MS })
+    .execute();
   logger.warn(
     { setupUrl: `${deps.publicUrl}/setup`, setupToken: token },
     `No administrator account exists yet. To create it, open ${deps.publicUrl}/setup and enter the one-time setup token ${token} ` +
@@ -55,7 +56,9 @@ interface NewAccount {
 function checkedEmail(email: string): string {
   const normalised = normaliseEmail(email);
   if (!/^[^\s@]+@[^\s@]+$/.test(normalised)) {
-    throw new AppError('VALIDATION_ERROR', `"${email}" is not an email address`, { fields: [{ field: 'email', message: 'is not an email address' }] });
+    throw new AppError('VALIDATION_ERROR', `"${email}" is not an email address`, {
+      fields: [{ field: 'email', message: 'is not an email address' }],
+    });
   }
   return normalised;
 }
@@ -103,7 +106,9 @@ export async function signUp(database: Database, clock: Clock, mode: SignupMode,
   if (mode === 'closed') throw new AppError('SIGNUP_CLOSED', 'Sign-up is closed on this installation; ask its operator for an account');
   const email = checkedEmail(input.email);
   if (mode === 'invite' && !input.inviteCode) {
-    throw new AppError('INVITE_INVALID', 'Sign-up on this installation needs an invitation code from its operator', { fields: [{ field: 'inviteCode', message: 'is required' }] });
+    throw new AppError('INVITE_INVALID', 'Sign-up on this installation needs an invitation code from its operator', {
+      fields: [{ field: 'inviteCode', message: 'is required' }],
+    });
   }
   const passwordHash = await hashPassword(input.password);
   const id = await database.transaction(async (tx) => {
@@ -173,7 +178,15 @@ export async function listInvites(database: Database, limit = 50) {
   return database.db
     .selectFrom('invites')
     .leftJoin('accounts', 'accounts.id', 'invites.used_by')
-    .select(['invites.id', 'invites.prefix', 'invites.email', 'invites.created_at', 'invites.expires_at', 'invites.used_at', 'accounts.email as used_by_email'])
+    .select([
+      'invites.id',
+      'invites.prefix',
+      'invites.email',
+      'invites.created_at',
+      'invites.expires_at',
+      'invites.used_at',
+      'accounts.email as used_by_email',
+    ])
     .orderBy('invites.created_at', 'desc')
     .limit(limit)
     .execute();

@@ -17,9 +17,27 @@ export interface PlanLimits {
   maxFileBytes: number;
   maxPixels: number;
   maxFrames: number;
+  maxTotalPixels: number;
   requestsPerSecond: number;
   maxQueuedTasks: number;
 }
+
+/** What each limit means: the OpenAPI description of `limits` in GET /api/account. */
+export const PLAN_LIMIT_DESCRIPTIONS: Record<keyof PlanLimits, string> = {
+  apiAccess: 'API keys work (Free reaches the API only through the dashboard); else 403 PLAN_NO_API_ACCESS.',
+  monthlyTasks: 'Tasks queued per calendar month (UTC); then 429 MONTHLY_QUOTA_EXCEEDED.',
+  dailyBatchFiles: 'Files in batch requests per day (UTC); then 429 DAILY_BATCH_QUOTA_EXCEEDED.',
+  batchSize: 'Length of `fileIds` in one batch; longer is 400 BATCH_TOO_LARGE.',
+  storageBytes: 'Bytes of live files, uploads and outputs; then 403 STORAGE_LIMIT_EXCEEDED.',
+  retentionSeconds: 'Life of a file, fixed when it is created; then 410 FILE_EXPIRED.',
+  priority: "Scheduling rank of the account's tasks (higher runs first).",
+  maxFileBytes: 'Bytes of one file; larger is 413 FILE_TOO_LARGE.',
+  maxPixels: 'Pixels of one frame, input or output (checked from the header before decoding); else the task fails IMAGE_TOO_LARGE.',
+  maxFrames: 'Frames of an animation; more and the task fails IMAGE_TOO_LARGE.',
+  maxTotalPixels: 'Pixels of all frames of one input or output together (frames × canvas); more and the task fails IMAGE_TOO_LARGE.',
+  requestsPerSecond: 'Requests per second per API key (or session); then 429 RATE_LIMITED with Retry-After.',
+  maxQueuedTasks: 'Tasks queued or processing at once; then 429 TOO_MANY_QUEUED_TASKS.',
+};
 
 const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;
@@ -36,6 +54,7 @@ export const DEFAULT_PLANS: Record<PlanName, PlanLimits> = {
     maxFileBytes: 20 * MiB,
     maxPixels: 50_000_000,
     maxFrames: 100,
+    maxTotalPixels: 100_000_000,
     requestsPerSecond: 5,
     maxQueuedTasks: 20,
   },
@@ -50,6 +69,7 @@ export const DEFAULT_PLANS: Record<PlanName, PlanLimits> = {
     maxFileBytes: 100 * MiB,
     maxPixels: 100_000_000,
     maxFrames: 500,
+    maxTotalPixels: 400_000_000,
     requestsPerSecond: 20,
     maxQueuedTasks: 2000,
   },
@@ -64,6 +84,7 @@ export const DEFAULT_PLANS: Record<PlanName, PlanLimits> = {
     maxFileBytes: 500 * MiB,
     maxPixels: 268_402_689,
     maxFrames: 1000,
+    maxTotalPixels: 1_000_000_000,
     requestsPerSecond: 100,
     maxQueuedTasks: 10_000,
   },

@@ -1,8 +1,30 @@
 // Quotas charged inside the transaction that queues the work. Each charge is one conditional
 // UPDATE (`used + n <= limit`), so parallel requests at the edge admit exactly what is left.
+//
+// THE LOCK ORDER. Every transaction that changes an account's work or storage takes its row
+// locks in this order, skipping what it does not need but never going back up:
+//
+//   1. the account row (`lockAccount`, or the UPDATE of its storage_used when that is the
+//      transaction's first write: upload, presign);
+//   2. upload rows (confirm, expiry of an unconfirmed upload);
+//   3. task rows (completion, failure, cancel; several at once in one statement);
+//   4. file rows (delete, retention);
+//   5. counters and new rows: usage_counters, idempotency keys, batches, task inputs.
+//
+// So enqueue (account, quota counters, new task rows), completion (account, task, new output
+// files; the storage charge updates the account row it holds already), cancel (account, tasks),
+// file delete and the retention sweep (account, file) serialise per account on its row and
+// cannot wait on one another in a circle. The queue's own paths hold one row at a time or skip
+// locked ones: a claim takes free tasks with SKIP LOCKED, then stamps each account served in a
+// statement of its own; heartbeats, failures and the reaper hold one task (then, for a refund,
+// its counter). On PostgreSQL the account lock is FOR NO KEY UPDATE, so inserting rows that
+// reference the account (their FOR KEY SHARE check) never waits for it, and a transaction that
+// still meets a deadlock or serialization failure is run again (`Database.transaction`).
+// SQLite has one writer.
 import { sql } from 'kysely';
 import { dayKey, iso, monthKey, nextDayStart, nextMonthStart } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
+import { ACTIVE_STATUSES } from '../db/schema.js';
 import { AppError } from '../errors.js';
 import type { PlanLimits } from './plans.js';
 
@@ -40,25 +62,28 @@ async function counterValue(db: Tx | Database['db'], accountId: string, period: 
 }
 
 /**
- * Serialises one account's admissions on PostgreSQL (SQLite has a single writer already),
- * so counts read inside the transaction stay true until it commits.
+ * The first lock of a transaction that changes the account's work or storage (see the lock
+ * order above): what it reads of the account's tasks, files and counters stays true until it
+ * commits.
  */
 export async function lockAccount(database: Database, tx: Tx, accountId: string): Promise<void> {
-  if (database.dialect === 'postgres') {
-    await tx.selectFrom('accounts').select('id').where('id', '=', accountId).forUpdate().execute();
-  }
+  await database.lockRow(tx, 'accounts', accountId);
 }
 
 export async function chargeTasks(tx: Tx, accountId: string, limits: PlanLimits, count: number, now: number): Promise<void> {
   const period = periods.monthlyTasks(now);
   if (!(await increment(tx, accountId, period, count, limits.monthlyTasks))) {
     const used = await counterValue(tx, accountId, period);
-    throw new AppError('MONTHLY_QUOTA_EXCEEDED', `This request needs ${count} task(s); ${Math.max(0, limits.monthlyTasks - used)} of the monthly quota remain`, {
-      limit: limits.monthlyTasks,
-      used,
-      requested: count,
-      resetsAt: iso(nextMonthStart(now)),
-    });
+    throw new AppError(
+      'MONTHLY_QUOTA_EXCEEDED',
+      `This request needs ${count} task(s); ${Math.max(0, limits.monthlyTasks - used)} of the monthly quota remain`,
+      {
+        limit: limits.monthlyTasks,
+        used,
+        requested: count,
+        resetsAt: iso(nextMonthStart(now)),
+      },
+    );
   }
   await increment(tx, accountId, periods.dailyTasks(now), count, Number.MAX_SAFE_INTEGER);
 }
@@ -67,12 +92,16 @@ export async function chargeBatchFiles(tx: Tx, accountId: string, limits: PlanLi
   const period = periods.dailyBatchFiles(now);
   if (!(await increment(tx, accountId, period, count, limits.dailyBatchFiles))) {
     const used = await counterValue(tx, accountId, period);
-    throw new AppError('DAILY_BATCH_QUOTA_EXCEEDED', `This batch has ${count} file(s); ${Math.max(0, limits.dailyBatchFiles - used)} of today's batch quota remain`, {
-      limit: limits.dailyBatchFiles,
-      used,
-      requested: count,
-      resetsAt: iso(nextDayStart(now)),
-    });
+    throw new AppError(
+      'DAILY_BATCH_QUOTA_EXCEEDED',
+      `This batch has ${count} file(s); ${Math.max(0, limits.dailyBatchFiles - used)} of today's batch quota remain`,
+      {
+        limit: limits.dailyBatchFiles,
+        used,
+        requested: count,
+        resetsAt: iso(nextDayStart(now)),
+      },
+    );
   }
 }
 
@@ -81,7 +110,7 @@ export async function checkQueuedTasks(tx: Tx, accountId: string, limits: PlanLi
     .selectFrom('tasks')
     .select((eb) => eb.fn.countAll<number>().as('n'))
     .where('account_id', '=', accountId)
-    .where('status', 'in', ['queued', 'processing'])
+    .where('status', 'in', ACTIVE_STATUSES)
     .executeTakeFirstOrThrow();
   const active = Number(row.n);
   if (active + adding > limits.maxQueuedTasks) {
@@ -105,30 +134,58 @@ export async function refundTask(tx: Tx, accountId: string, createdAt: number): 
     .execute();
 }
 
-/** Reserves `bytes` of the account's storage, or refuses with STORAGE_LIMIT_EXCEEDED. */
-export async function chargeStorage(tx: Tx, accountId: string, limits: PlanLimits, bytes: number): Promise<void> {
+export async function storageUsed(db: Tx | Database['db'], accountId: string): Promise<number> {
+  const row = await db.selectFrom('accounts').select('storage_used').where('id', '=', accountId).executeTakeFirst();
+  return Number(row?.storage_used ?? 0);
+}
+
+/** Adds `bytes` to the account's storage when the total stays within `limit`; false when it would not. */
+export async function tryChargeStorage(tx: Tx, accountId: string, limit: number, bytes: number): Promise<boolean> {
+  if (bytes === 0) return true; // nothing stored: fits even an account over its limit (a smaller plan)
   const result = await tx
     .updateTable('accounts')
     .set({ storage_used: sql`storage_used + ${bytes}` })
     .where('id', '=', accountId)
-    .where(sql<boolean>`storage_used + ${bytes} <= ${limits.storageBytes}`)
+    .where(sql<boolean>`storage_used + ${bytes} <= ${limit}`)
     .executeTakeFirst();
-  if (Number(result.numUpdatedRows) !== 1) {
-    const row = await tx.selectFrom('accounts').select('storage_used').where('id', '=', accountId).executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+/** Reserves `bytes` of the account's storage, or refuses with STORAGE_LIMIT_EXCEEDED. */
+export async function chargeStorage(tx: Tx, accountId: string, limits: PlanLimits, bytes: number): Promise<void> {
+  if (!(await tryChargeStorage(tx, accountId, limits.storageBytes, bytes))) {
     throw new AppError('STORAGE_LIMIT_EXCEEDED', `Storing ${bytes} more bytes would pass the plan's storage limit`, {
       limit: limits.storageBytes,
-      used: Number(row?.storage_used ?? 0),
+      used: await storageUsed(tx, accountId),
       requested: bytes,
       resetsAt: null,
     });
   }
 }
 
-/** Adds bytes without a limit check (task outputs: the work was already admitted). */
-export async function addStorage(tx: Tx, accountId: string, bytes: number): Promise<void> {
-  await tx.updateTable('accounts').set({ storage_used: sql`storage_used + ${bytes}` }).where('id', '=', accountId).execute();
+/**
+ * Refuses new work while the account's storage is full (at or over its limit): its outputs
+ * would have nowhere to go. Call it under the account's lock.
+ */
+export async function checkStorage(tx: Tx, accountId: string, limits: PlanLimits): Promise<void> {
+  const used = await storageUsed(tx, accountId);
+  if (used >= limits.storageBytes) {
+    throw new AppError(
+      'STORAGE_LIMIT_EXCEEDED',
+      `The account's storage is full (${used} of ${limits.storageBytes} bytes); delete files to queue new work`,
+      {
+        limit: limits.storageBytes,
+        used,
+        resetsAt: null,
+      },
+    );
+  }
 }
 
+/**
+ * Frees a file's or a reservation's bytes. Each caller releases in the transaction that moves
+ * the file or upload out of its live state, conditionally, so nothing is released twice.
+ */
 export async function releaseStorage(tx: Tx, accountId: string, bytes: number): Promise<void> {
   await tx
     .updateTable('accounts')
@@ -157,7 +214,11 @@ export async function dailyTaskCounts(database: Database, accountId: string, day
     .selectFrom('usage_counters')
     .select(['period', 'used'])
     .where('account_id', '=', accountId)
-    .where('period', 'in', keys.map((k) => `tasks-day:${k}`))
+    .where(
+      'period',
+      'in',
+      keys.map((k) => `tasks-day:${k}`),
+    )
     .execute();
   const byPeriod = new Map(rows.map((r) => [r.period, Number(r.used)]));
   return keys.map((date) => ({ date, tasks: byPeriod.get(`tasks-day:${date}`) ?? 0 }));

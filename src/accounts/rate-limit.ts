@@ -1,34 +1,194 @@
-// Per-key request rate limits in fixed one-second windows, counted in the database so that
-// every API process shares them. One upsert per request: atomic in both dialects.
+// Per-key (and per-session) request rate limits in fixed one-second windows, shared by every API
+// process through the database without a write per request.
+//
+// The database row of a subject holds its current window and how many requests of it have been
+// *reserved* so far, by all processes together. A process does not write per request: it reserves
+// a batch of the window's budget at once (one atomic upsert, the same statement on both dialects),
+// admits requests from that batch in memory, and reserves the next batch when a quarter of the
+// current one is left. A reservation is granted only what is left under the limit, so the
+// processes together never admit more than the limit in a window; what a process reserved and
+// did not use by the end of the window is lost, which is why a batch is sized from the process's
+// own demand (a tenth of a second of it) and capped at a twenty-fifth of the limit: a process
+// holds at most 1¼ batches, so with two processes at most a tenth of the limit goes unused (when
+// their demand stops short), and nothing while they are busy. Once the database says the window
+// is spent, the process refuses the rest of it from memory, asking the database again at most
+// every SPENT_RECHECK_MS (another host, its clock ahead, may have started the next window).
+//
+// Writes per subject: one per admitted request while the limit is small (under 50/s every batch
+// is one request and nothing is reserved ahead, which keeps small limits exact), then about
+// 25 + P per second however many requests arrive. The window follows the application's clock,
+// so tests move it with ManualClock.
 import { sql } from 'kysely';
 import type { Database } from '../db/database.js';
+import { iso, type Clock } from '../clock.js';
 import { AppError } from '../errors.js';
 
 const WINDOW_MS = 1000;
+/** A batch is what the process expects to use in this much of a window... */
+const BATCH_SHARE_OF_DEMAND = 10;
+/** ...and never more than this share of the limit. */
+const BATCH_SHARE_OF_LIMIT = 25;
+/** How often a process whose window is spent asks the database whether a later one has begun. */
+const SPENT_RECHECK_MS = 100;
 
 export interface RateLimitState {
   limit: number;
   remaining: number;
   /** Seconds until the window resets. */
   reset: number;
+  /** When the window resets (ms since epoch). */
+  resetsAt: number;
   exceeded: boolean;
 }
 
-export async function takeRequest(database: Database, subject: string, limit: number, now: number): Promise<RateLimitState> {
-  const window = Math.floor(now / WINDOW_MS);
+/** One subject's window as this process sees it. */
+interface Window {
+  window: number;
+  limit: number;
+  /** Reserved for this process and not used yet. */
+  tokens: number;
+  /** Requests of the window reserved by every process, as of this process's last reservation. */
+  reservedEverywhere: number;
+  /** The database granted less than asked: the window is spent everywhere. */
+  spent: boolean;
+  /** When a spent window may ask the database again (application clock, ms). */
+  recheckAt: number;
+  /** Requests that arrived in this window (admitted, refused or waiting): the demand. */
+  demand: number;
+  /** Demand of the window before, when it was the previous second. */
+  previousDemand: number;
+  /** Size of the last batch asked for. */
+  lastBatch: number;
+  reserving?: Promise<void>;
+}
+
+export class RateLimiter {
+  private readonly windows = new Map<string, Window>();
+  private prunedAt = 0;
+  /** Reservations written to the database so far (what a request costs the database, on average). */
+  reservations = 0;
+
+  constructor(
+    private readonly database: Database,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Counts one request of `subject` against `limit` per second. */
+  async take(subject: string, limit: number): Promise<RateLimitState> {
+    const window = Math.floor(this.clock.now() / WINDOW_MS);
+    const w = this.windowOf(subject, window, limit);
+    w.demand++;
+    for (;;) {
+      if (w.tokens > 0) {
+        w.tokens--;
+        // Batches of more than one: the next is reserved before this one runs out, so a busy
+        // key does not wait for the database. (One at a time, nothing is reserved ahead: a small
+        // limit stays exact.)
+        if (w.lastBatch > 1 && !w.reserving && !w.spent && w.tokens < w.lastBatch / 4) this.reserveInBackground(subject, w);
+        return this.state(w, false);
+      }
+      if (w.spent && this.clock.now() < w.recheckAt) return this.state(w, true);
+      w.spent = false;
+      if (!w.reserving) w.reserving = this.reserve(subject, w);
+      await w.reserving;
+    }
+  }
+
+  private windowOf(subject: string, window: number, limit: number): Window {
+    const current = this.windows.get(subject);
+    if (current && current.window === window && current.limit === limit) return current;
+    if (current && current.window > window) return current; // a request that waited past the next second's start
+    const fresh: Window = {
+      window,
+      limit,
+      tokens: 0,
+      reservedEverywhere: 0,
+      spent: false,
+      recheckAt: 0,
+      demand: 0,
+      previousDemand: current && current.window >= window - 1 ? Math.max(current.demand, current.previousDemand) : 0,
+      lastBatch: 0,
+    };
+    // A plan change within the second: the new limit applies, and what this process already
+    // reserved in the window still counts against it (the row keeps the window's count).
+    if (current && current.window === window) fresh.reservedEverywhere = current.reservedEverywhere;
+    this.windows.set(subject, fresh);
+    this.prune(window);
+    return fresh;
+  }
+
+  private reserveInBackground(subject: string, w: Window): void {
+    // Errors are left to the request that needs the tokens: it reserves again and fails then.
+    w.reserving = this.reserve(subject, w).catch(() => undefined);
+  }
+
+  private async reserve(subject: string, w: Window): Promise<void> {
+    const cap = Math.max(1, Math.floor(w.limit / BATCH_SHARE_OF_LIMIT));
+    const wanted = Math.max(1, Math.min(cap, Math.ceil(Math.max(w.demand, w.previousDemand) / BATCH_SHARE_OF_DEMAND)));
+    w.lastBatch = wanted;
+    this.reservations++;
+    try {
+      const { window, reserved } = await reserveInDatabase(this.database, subject, w.window, wanted);
+      if (window > w.window) {
+        // Another process has moved the row to a later second: its clock is ahead of ours (hosts'
+        // clocks differ by a little, or by more). That window is the current one for everybody,
+        // so this process takes it up and reserves in it; refusing instead would starve a host
+        // whose clock lags for as long as another keeps the key busy.
+        Object.assign(w, { window, tokens: 0, reservedEverywhere: 0, spent: false });
+        return;
+      }
+      const before = reserved - wanted;
+      const granted = Math.max(0, Math.min(wanted, w.limit - before));
+      w.tokens += granted;
+      w.reservedEverywhere = Math.max(w.reservedEverywhere, Math.min(reserved, w.limit));
+      if (granted < wanted) Object.assign(w, { spent: true, recheckAt: this.clock.now() + SPENT_RECHECK_MS });
+    } finally {
+      w.reserving = undefined;
+    }
+  }
+
+  private state(w: Window, exceeded: boolean): RateLimitState {
+    const resetsAt = (w.window + 1) * WINDOW_MS;
+    const reset = Math.max(1, Math.ceil((resetsAt - this.clock.now()) / 1000));
+    const remaining = exceeded ? 0 : w.tokens + (w.spent ? 0 : Math.max(0, w.limit - w.reservedEverywhere));
+    return { limit: w.limit, remaining, reset, resetsAt, exceeded };
+  }
+
+  /** Forgets the windows of subjects that sent nothing for a few seconds. */
+  private prune(window: number): void {
+    if (window - this.prunedAt < 10) return;
+    this.prunedAt = window;
+    for (const [subject, w] of this.windows) if (w.window < window - 2 && !w.reserving) this.windows.delete(subject);
+  }
+}
+
+/**
+ * Adds `count` to the subject's reservations in `window` (starting the window over when the row
+ * holds an earlier one; a row already in a later window is left alone) and returns the row.
+ */
+async function reserveInDatabase(database: Database, subject: string, window: number, count: number): Promise<{ window: number; reserved: number }> {
   const row = await database.db
     .insertInto('rate_limits')
-    .values({ subject, window, count: 1 })
+    .values({ subject, window, count })
     .onConflict((oc) =>
       oc.column('subject').doUpdateSet({
-        count: sql`CASE WHEN rate_limits.window = ${window} THEN rate_limits.count + 1 ELSE 1 END`,
-        window,
+        count: sql`CASE WHEN rate_limits.window = ${window} THEN rate_limits.count + ${count} WHEN rate_limits.window < ${window} THEN ${count} ELSE rate_limits.count END`,
+        window: sql`CASE WHEN rate_limits.window < ${window} THEN ${window} ELSE rate_limits.window END`,
       }),
     )
-    .returning('count')
+    .returning(['window', 'count'])
     .executeTakeFirstOrThrow();
-  const reset = Math.max(1, Math.ceil(((window + 1) * WINDOW_MS - now) / 1000));
-  return { limit, remaining: Math.max(0, limit - row.count), reset, exceeded: row.count > limit };
+  return { window: Number(row.window), reserved: Number(row.count) };
+}
+
+// One limiter per database handle: every Services instance (and every test server) opens its own.
+const limiters = new WeakMap<Database, RateLimiter>();
+
+/** Counts one request of `subject` (e.g. `key:<id>`) against `limit` requests per second. */
+export function takeRequest(database: Database, clock: Clock, subject: string, limit: number): Promise<RateLimitState> {
+  let limiter = limiters.get(database);
+  if (!limiter) limiters.set(database, (limiter = new RateLimiter(database, clock)));
+  return limiter.take(subject, limit);
 }
 
 export function rateLimitHeaders(state: RateLimitState): Record<string, string> {
@@ -40,15 +200,23 @@ export function rateLimitHeaders(state: RateLimitState): Record<string, string> 
 }
 
 export function rateLimited(state: RateLimitState): AppError {
-  return new AppError('RATE_LIMITED', `More than ${state.limit} requests per second; retry after ${state.reset} s`, {
-    limit: state.limit,
-    used: state.limit,
-    resetsAt: null,
-    retryAfterSeconds: state.reset,
-  }, { ...rateLimitHeaders(state), 'retry-after': String(state.reset) });
+  return new AppError(
+    'RATE_LIMITED',
+    `More than ${state.limit} requests per second; retry after ${state.reset} s`,
+    {
+      limit: state.limit,
+      used: state.limit,
+      resetsAt: iso(state.resetsAt),
+      retryAfterSeconds: state.reset,
+    },
+    { ...rateLimitHeaders(state), 'retry-after': String(state.reset) },
+  );
 }
 
 /** Drops windows that ended (the sweeper calls this). */
 export async function pruneRateLimits(database: Database, now: number): Promise<void> {
-  await database.db.deleteFrom('rate_limits').where('window', '<', Math.floor(now / WINDOW_MS) - 60).execute();
+  await database.db
+    .deleteFrom('rate_limits')
+    .where('window', '<', Math.floor(now / WINDOW_MS) - 60)
+    .execute();
 }

@@ -35,7 +35,12 @@ export async function createSession(
 ): Promise<{ token: string; session: Session }> {
   const token = crypto.randomBytes(32).toString('base64url');
   const now = clock.now();
-  const session: Session = { id: hashSessionToken(token), accountId, csrfToken: crypto.randomBytes(32).toString('base64url'), expiresAt: now + ttlMs };
+  const session: Session = {
+    id: hashSessionToken(token),
+    accountId,
+    csrfToken: crypto.randomBytes(32).toString('base64url'),
+    expiresAt: now + ttlMs,
+  };
   await database.db
     .insertInto('sessions')
     .values({
@@ -92,7 +97,10 @@ export async function deleteSessionsOf(database: Database, accountId: string): P
 
 export async function pruneSessions(database: Database, now: number): Promise<void> {
   await database.db.deleteFrom('sessions').where('expires_at', '<=', now).execute();
-  await database.db.deleteFrom('auth_throttle').where('window_start', '<=', now - THROTTLE_WINDOW_MS).execute();
+  await database.db
+    .deleteFrom('auth_throttle')
+    .where('window_start', '<=', now - THROTTLE_WINDOW_MS)
+    .execute();
 }
 
 /** Compares a presented CSRF token with the session's in constant time. */
@@ -107,16 +115,20 @@ export function csrfMatches(session: Session, presented: string | string[] | und
 // Throttle ---------------------------------------------------------------------------------
 
 export const THROTTLE_WINDOW_MS = 15 * 60_000;
-/** Password attempts per email address in a window: enough for typos, far too few to guess. */
-export const ATTEMPTS_PER_EMAIL = 10;
-/** Attempts (login, sign-up, setup) per client address in a window. */
+/** Failed passwords for one email in a window before it is guarded: enough for typos, far too few to guess. */
+export const FAILURES_PER_EMAIL = 10;
+/** Failed logins, and sign-up and setup attempts, per client address in a window. */
 export const ATTEMPTS_PER_ADDRESS = 100;
+/** How long a guarded email's login waits when it comes from an address that has not failed for it. */
+export const GUARDED_LOGIN_DELAY_MS = 1500;
 
-/**
- * Counts one attempt against `subject` in the current window and refuses with 429 RATE_LIMITED
- * (and Retry-After) past `limit`. One upsert: parallel attempts cannot slip past the limit.
- */
-export async function takeAttempt(database: Database, subject: string, limit: number, now: number): Promise<void> {
+interface WindowCount {
+  count: number;
+  windowStart: number;
+}
+
+/** Adds one to `subject` in the current window. One upsert: parallel requests each see their own count. */
+async function bump(database: Database, subject: string, now: number): Promise<WindowCount> {
   const windowStart = now - (now % THROTTLE_WINDOW_MS);
   const row = await database.db
     .insertInto('auth_throttle')
@@ -129,18 +141,72 @@ export async function takeAttempt(database: Database, subject: string, limit: nu
     )
     .returning('count')
     .executeTakeFirstOrThrow();
-  if (row.count > limit) {
-    const retryAfter = Math.max(1, Math.ceil((windowStart + THROTTLE_WINDOW_MS - now) / 1000));
-    throw new AppError(
-      'RATE_LIMITED',
-      `Too many attempts; try again in ${Math.ceil(retryAfter / 60)} minute(s)`,
-      { limit, used: row.count - 1, resetsAt: new Date(windowStart + THROTTLE_WINDOW_MS).toISOString(), retryAfterSeconds: retryAfter },
-      { 'retry-after': String(retryAfter) },
-    );
-  }
+  return { count: row.count, windowStart };
 }
 
-/** Forgets the failed attempts of `subject` (after a successful login). */
-export async function clearAttempts(database: Database, subject: string): Promise<void> {
-  await database.db.deleteFrom('auth_throttle').where('subject', '=', subject).execute();
+/** Takes back one count of `subject`, if its window is still the one it was made in. */
+async function unbump(database: Database, subject: string, windowStart: number): Promise<void> {
+  await database.db
+    .updateTable('auth_throttle')
+    .set({ count: sql`count - 1` })
+    .where('subject', '=', subject)
+    .where('window_start', '=', windowStart)
+    .where('count', '>', 0)
+    .execute();
+}
+
+/** 429 RATE_LIMITED with Retry-After: the end of the window. */
+function throttled(limit: number, { count, windowStart }: WindowCount, now: number): AppError {
+  const retryAfter = Math.max(1, Math.ceil((windowStart + THROTTLE_WINDOW_MS - now) / 1000));
+  return new AppError(
+    'RATE_LIMITED',
+    `Too many attempts; try again in ${Math.ceil(retryAfter / 60)} minute(s)`,
+    { limit, used: count - 1, resetsAt: new Date(windowStart + THROTTLE_WINDOW_MS).toISOString(), retryAfterSeconds: retryAfter },
+    { 'retry-after': String(retryAfter) },
+  );
+}
+
+/** Counts one attempt against `subject` in the current window and refuses past `limit`. */
+export async function takeAttempt(database: Database, subject: string, limit: number, now: number): Promise<void> {
+  const counted = await bump(database, subject, now);
+  if (counted.count > limit) throw throttled(limit, counted, now);
+}
+
+export interface LoginAdmission {
+  /** Wait this long before checking the password (a guarded email, from a new address). */
+  delayMs: number;
+  /** The password was right: the attempt was no failure. */
+  succeeded(): Promise<void>;
+}
+
+/**
+ * Admits a login attempt, or refuses it with 429, before the password is checked. Failures are
+ * counted in the database (every process agrees) per client address, per email, and per
+ * (email, address). An address past its budget is refused for every email. An email past its
+ * budget is guarded, not locked: refused to the addresses that have failed for it, while any
+ * other address is let through after a short delay, one attempt at a time — so guessing from
+ * one place cannot lock the owner out, and guessing from many places gets one slow guess per
+ * place. Each attempt counts as a failure from the start, so parallel attempts cannot slip
+ * past a budget; `succeeded` takes it back.
+ */
+export async function admitLogin(database: Database, email: string, address: string, now: number): Promise<LoginAdmission> {
+  const subjects = { address: `login-address:${address}`, email: `login-email:${email}`, pair: `login-pair:${address} ${email}` };
+  const byAddress = await bump(database, subjects.address, now);
+  if (byAddress.count > ATTEMPTS_PER_ADDRESS) throw throttled(ATTEMPTS_PER_ADDRESS, byAddress, now);
+  const byEmail = await bump(database, subjects.email, now);
+  const byPair = await bump(database, subjects.pair, now);
+  let delayMs = 0;
+  if (byEmail.count > FAILURES_PER_EMAIL) {
+    // This address failed for this email before, or has an attempt in flight for it.
+    if (byPair.count > 1) throw throttled(FAILURES_PER_EMAIL, byEmail, now);
+    delayMs = GUARDED_LOGIN_DELAY_MS;
+  }
+  return {
+    delayMs,
+    async succeeded() {
+      await unbump(database, subjects.address, byAddress.windowStart);
+      await unbump(database, subjects.email, byEmail.windowStart);
+      await database.db.deleteFrom('auth_throttle').where('subject', '=', subjects.pair).execute();
+    },
+  };
 }

@@ -1,18 +1,23 @@
 // Kysely over SQLite (the embedded default) or PostgreSQL. Dialect differences live here and
-// nowhere else: the rest of the code asks `database.skipLocked` and the like.
+// nowhere else: the rest of the code asks `database.skipLocked`, `database.lockRow` and the like.
+// The order in which transactions take their locks is written at the top of
+// src/accounts/quota.ts.
 import Sqlite from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, type MigrationProvider, type Transaction } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type MigrationProvider, type SqliteDatabase, type Transaction } from 'kysely';
 import pg from 'pg';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ConfigError, type DatabaseConfig } from '../config.js';
-import { migrations } from './migrations.js';
+import { migrations, refuseNewerSchema } from './migrations.js';
 import type { DB } from './schema.js';
 
 // int8 columns (our millisecond times and byte counts) come back as numbers, not strings.
 pg.types.setTypeParser(20, (value) => Number.parseInt(value, 10));
 
 export type Tx = Transaction<DB>;
+
+/** Tables whose rows transactions lock by id (see the lock order in src/accounts/quota.ts). */
+export type LockableTable = 'accounts' | 'tasks';
 
 export interface Database {
   db: Kysely<DB>;
@@ -21,10 +26,29 @@ export interface Database {
   skipLocked: boolean;
   /** A connection string for LISTEN/NOTIFY, where the dialect has it. */
   postgresUrl?: string;
-  /** Runs `fn` in a transaction, retrying when SQLite reports a busy database or snapshot. */
+  /**
+   * Runs `fn` in a transaction, and runs it again (a bounded number of times, after a short
+   * random pause) when the database gives up on it for a reason that is nobody's fault: SQLite's
+   * busy database or stale snapshot, PostgreSQL's serialization failure (40001) or deadlock
+   * (40P01). `fn` may therefore run more than once: it must do nothing outside the database.
+   */
   transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  /**
+   * Holds the write lock of one row until the transaction ends, so what the transaction reads
+   * of that row's dependants stays true until it commits (PostgreSQL: `SELECT … FOR NO KEY
+   * UPDATE`, which still lets other transactions insert rows referencing it). SQLite has one
+   * writer: its transactions are serializable already (a stale snapshot is retried), so this
+   * does nothing there.
+   */
+  lockRow(tx: Tx, table: LockableTable, id: string): Promise<void>;
+  /** Answers when the database does (readiness); throws what the driver says when it does not. */
+  check(): Promise<void>;
   close(): Promise<void>;
 }
+
+const answers = async (db: Kysely<DB>): Promise<void> => {
+  await sql`select 1`.execute(db);
+};
 
 export async function openDatabase(config: DatabaseConfig, options: { poolSize?: number } = {}): Promise<Database> {
   if (config.dialect === 'sqlite') {
@@ -39,12 +63,14 @@ export async function openDatabase(config: DatabaseConfig, options: { poolSize?:
     handle.pragma('synchronous = NORMAL');
     handle.pragma('busy_timeout = 10000');
     handle.pragma('foreign_keys = ON');
-    const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: handle }) });
+    const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: cachingStatements(handle) }) });
     return {
       db,
       dialect: 'sqlite',
       skipLocked: false,
-      transaction: (fn) => retryBusy(() => db.transaction().execute(fn)),
+      transaction: (fn) => retrying(() => db.transaction().execute(fn), isSqliteBusy, 20),
+      lockRow: async () => {},
+      check: () => answers(db),
       close: () => db.destroy(),
     };
   }
@@ -66,18 +92,65 @@ export async function openDatabase(config: DatabaseConfig, options: { poolSize?:
     dialect: 'postgres',
     skipLocked: true,
     postgresUrl: config.url,
-    transaction: (fn) => db.transaction().execute(fn),
+    transaction: (fn) => retrying(() => db.transaction().execute(fn), isPostgresConflict, 5),
+    lockRow: async (tx, table, id) => {
+      await tx.selectFrom(table).select('id').where('id', '=', id).forNoKeyUpdate().execute();
+    },
+    check: () => answers(db),
     close: () => db.destroy(),
   };
 }
 
-async function retryBusy<T>(fn: () => Promise<T>): Promise<T> {
+/** Prepared statements kept per connection: Kysely's queries come in a few hundred shapes. */
+const STATEMENT_CACHE_SIZE = 500;
+
+/**
+ * The connection as Kysely's SQLite dialect sees it, with `prepare` answered from a bounded LRU
+ * cache keyed by the SQL text: Kysely prepares every query it runs, and compiling the SQL again
+ * each time cost as much as running it. A statement still busy (an iteration left open) is not
+ * shared: that caller gets a fresh one. SQLite re-prepares a cached statement by itself when
+ * the schema changes (migrations).
+ */
+function cachingStatements(handle: Sqlite.Database): SqliteDatabase {
+  const cache = new Map<string, Sqlite.Statement>();
+  return {
+    close: () => {
+      cache.clear();
+      handle.close();
+    },
+    prepare(text: string) {
+      const cached = cache.get(text);
+      if (cached && !cached.busy) {
+        // Most recently used last: Map keeps insertion order.
+        cache.delete(text);
+        cache.set(text, cached);
+        return cached;
+      }
+      const statement = handle.prepare(text);
+      if (!cached) {
+        cache.set(text, statement);
+        if (cache.size > STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value!);
+      }
+      return statement;
+    },
+  };
+}
+
+const errorCode = (err: unknown): string => String((err as { code?: unknown } | undefined)?.code ?? '');
+/** Another process holds SQLite's write lock, or wrote since this transaction's snapshot. */
+const isSqliteBusy = (err: unknown): boolean => errorCode(err).startsWith('SQLITE_BUSY');
+/**
+ * serialization_failure or deadlock_detected: PostgreSQL rolled this transaction back so that
+ * another could go on. The lock order makes deadlocks rare; the retry makes them harmless.
+ */
+const isPostgresConflict = (err: unknown): boolean => errorCode(err) === '40001' || errorCode(err) === '40P01';
+
+async function retrying<T>(fn: () => Promise<T>, retryable: (err: unknown) => boolean, retries: number): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await fn();
     } catch (err) {
-      const code = (err as { code?: string }).code ?? '';
-      if (!code.startsWith('SQLITE_BUSY') || attempt >= 20) throw err;
+      if (!retryable(err) || attempt >= retries) throw err;
       await new Promise((r) => setTimeout(r, 5 + Math.random() * 20 * (attempt + 1)));
     }
   }
@@ -87,6 +160,7 @@ const provider: MigrationProvider = { getMigrations: async () => migrations };
 
 /** Brings the schema up to date. Safe when several processes start at once. */
 export async function migrate(database: Database): Promise<void> {
+  await refuseNewerSchema(database.db);
   const migrator = new Migrator({ db: database.db, provider });
   // Two processes may race to create Kysely's own bookkeeping tables; the loser retries.
   for (let attempt = 0; ; attempt++) {

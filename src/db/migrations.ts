@@ -1,6 +1,7 @@
 // Numbered, portable migrations (one set for SQLite and PostgreSQL). Never edit one after it
 // has landed: add the next number instead.
-import { type Kysely, type Migration } from 'kysely';
+import { DEFAULT_MIGRATION_TABLE, sql, type Kysely, type Migration } from 'kysely';
+import { ConfigError } from '../config.js';
 
 const ms = 'bigint' as const;
 
@@ -145,7 +146,10 @@ export const migrations: Record<string, Migration> = {
         .addColumn('last_run', ms, (c) => c.notNull())
         .execute();
       // Fair claiming: within a priority, the account served longest ago goes first.
-      await db.schema.alterTable('accounts').addColumn('last_served_at', ms, (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema
+        .alterTable('accounts')
+        .addColumn('last_served_at', ms, (c) => c.notNull().defaultTo(0))
+        .execute();
     },
   },
   '0003_uploads': {
@@ -221,4 +225,84 @@ export const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0005_lost_leases': {
+    async up(db: Kysely<any>) {
+      // Claims of a task that ended with its lease lapsing (the worker died or hung while
+      // running it). A task that does this twice is failed instead of being handed to a third.
+      await db.schema
+        .alterTable('tasks')
+        .addColumn('lost_leases', 'integer', (c) => c.notNull().defaultTo(0))
+        .execute();
+    },
+  },
+  '0006_task_error_details': {
+    async up(db: Kysely<any>) {
+      // A failed task's error `details` as JSON (INVALID_OPTIONS names the option in `field`).
+      await db.schema.alterTable('tasks').addColumn('error_details', 'text').execute();
+    },
+  },
+  '0007_outputs_swept': {
+    async up(db: Kysely<any>) {
+      // Tasks that ended without outputs are swept of what a dead worker wrote once each, marked
+      // here, instead of behind a completed_at cursor that missed a task committed late.
+      await db.schema
+        .alterTable('tasks')
+        .addColumn('outputs_swept', 'integer', (c) => c.notNull().defaultTo(0))
+        .execute();
+      const cursor = await db.selectFrom('periodic_runs').select('last_run').where('name', '=', 'unrecorded-outputs').executeTakeFirst();
+      if (cursor) {
+        await db
+          .updateTable('tasks')
+          .set({ outputs_swept: 1 })
+          .where('status', 'in', ['failed', 'canceled'])
+          .where('completed_at', '<', Number(cursor.last_run) - 60_000)
+          .execute();
+        await db.deleteFrom('periodic_runs').where('name', '=', 'unrecorded-outputs').execute();
+      }
+      await db.schema
+        .createIndex('tasks_outputs_unswept')
+        .on('tasks')
+        .column('id')
+        .where(sql.ref('outputs_swept'), '=', 0)
+        .where(sql.ref('status'), 'in', ['failed', 'canceled'])
+        .execute();
+    },
+  },
 };
+
+export interface SchemaState {
+  /** The migrations the database has run, by name, in order. */
+  applied: string[];
+  /** Of those, the ones this code does not have: a newer version migrated the database. */
+  unknown: string[];
+  /** This code's migrations the database has not run yet. */
+  pending: string[];
+}
+
+/** Which migrations a database has run, against those this code knows. */
+export async function schemaState(db: Kysely<any>): Promise<SchemaState> {
+  const tables = await db.introspection.getTables({ withInternalKyselyTables: true });
+  const applied = tables.some((t) => t.name === DEFAULT_MIGRATION_TABLE)
+    ? (await sql<{ name: string }>`select name from ${sql.table(DEFAULT_MIGRATION_TABLE)} order by name`.execute(db)).rows.map((r) => r.name)
+    : [];
+  return {
+    applied,
+    unknown: applied.filter((name) => !(name in migrations)),
+    pending: Object.keys(migrations).filter((name) => !applied.includes(name)),
+  };
+}
+
+/**
+ * Refuses to start on a database that a newer version of imgapi has migrated: this code would
+ * misread what it does not know of the schema, and a newer version's data is not this one's to
+ * change. The way back is the backup taken before the upgrade.
+ */
+export async function refuseNewerSchema(db: Kysely<any>): Promise<void> {
+  const { unknown } = await schemaState(db);
+  if (unknown.length === 0) return;
+  throw new ConfigError([
+    `DATABASE_URL: the database was migrated by a newer version of imgapi (migration${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} ` +
+      `unknown to this one, whose latest is ${Object.keys(migrations).at(-1)}). Run that version or a later one; to go back to this ` +
+      'version, restore the backup taken before the upgrade (README, "Backups and upgrades")',
+  ]);
+}

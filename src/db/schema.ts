@@ -45,7 +45,12 @@ export interface FilesTable {
   deleted_at: number | null;
 }
 
-export type TaskStatus = 'queued' | 'processing' | 'completed' | 'failed' | 'canceled';
+/** A task's states, in the order it goes through them: the API, the queue and the dashboard read this list. */
+export const TASK_STATUSES = ['queued', 'processing', 'completed', 'failed', 'canceled'] as const;
+export type TaskStatus = (typeof TASK_STATUSES)[number];
+/** Waiting or running: counted against the plan's queue limit, and their inputs must stay. */
+export const ACTIVE_STATUSES = ['queued', 'processing'] as const satisfies readonly TaskStatus[];
+export const isFinished = (status: TaskStatus): boolean => !(ACTIVE_STATUSES as readonly TaskStatus[]).includes(status);
 
 export interface TasksTable {
   id: string;
@@ -62,9 +67,15 @@ export interface TasksTable {
   result: string | null;
   error_code: string | null;
   error_message: string | null;
+  /** JSON: the error's `details`, when it has any. */
+  error_details: string | null;
   progress: number;
   attempts: number;
   max_attempts: number;
+  /** Claims that ended with the lease lapsing (see MAX_LOST_LEASES in queue.ts). */
+  lost_leases: Generated<number>;
+  /** 1 once a task that ended without outputs had its output objects swept (maintenance.ts). */
+  outputs_swept: Generated<number>;
   charged: number;
   run_at: number;
   lease_owner: string | null;

@@ -19,10 +19,9 @@ import type { UploadsTable } from '../db/schema.js';
 import { AppError, notFound } from '../errors.js';
 import { newId } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
-import { chargeStorage, releaseStorage } from '../accounts/quota.js';
-import { withIdempotency, type StoredResponse } from '../http/idempotency.js';
-import { incomingKey, isObjectNotFound, uploadKey, type ObjectStorage } from '../storage/storage.js';
-import { fileToApi } from './files.js';
+import { chargeStorage, lockAccount, releaseStorage } from '../accounts/quota.js';
+import { INCOMING_PREFIX, incomingKey, isObjectNotFound, uploadKey, type ObjectStorage } from '../storage/storage.js';
+import type { FileRecord } from './files.js';
 import { inspectStoredObject, recordUpload } from './upload.js';
 
 type UploadRow = Selectable<UploadsTable>;
@@ -64,14 +63,21 @@ export class DirectUploads {
   async presign(tx: Tx, accountId: string, limits: PlanLimits, request: PresignRequest) {
     const { storage, clock, urlTtlMs } = this.deps;
     if (request.size > limits.maxFileBytes) {
-      throw new AppError('FILE_TOO_LARGE', `The file is larger than the plan's limit of ${limits.maxFileBytes} bytes`, { limit: limits.maxFileBytes, size: request.size });
+      throw new AppError('FILE_TOO_LARGE', `The file is larger than the plan's limit of ${limits.maxFileBytes} bytes`, {
+        limit: limits.maxFileBytes,
+        size: request.size,
+      });
     }
     const storeLimit = storage.maxPresignedPutBytes;
     if (storeLimit !== undefined && request.size > storeLimit) {
-      throw new AppError('FILE_TOO_LARGE', `A direct upload to this store is one PUT of at most ${storeLimit} bytes; send larger files to POST /api/upload`, {
-        limit: storeLimit,
-        size: request.size,
-      });
+      throw new AppError(
+        'FILE_TOO_LARGE',
+        `A direct upload to this store is one PUT of at most ${storeLimit} bytes; send larger files to POST /api/upload`,
+        {
+          limit: storeLimit,
+          size: request.size,
+        },
+      );
     }
     const now = clock.now();
     // Whole seconds, so the URL's expiry and the answer's expiresAt are the same instant.
@@ -133,14 +139,20 @@ export class DirectUploads {
       /^\d{1,15}$/.test(sizeText) &&
       /^[A-Za-z0-9_-]{43}$/.test(signature) &&
       crypto.timingSafeEqual(Buffer.from(signature), Buffer.from(this.sign(uploadId, expires, sizeText)));
-    if (!valid) throw new AppError('UPLOAD_SIGNATURE_INVALID', 'The upload URL or its signature was changed; use the URL exactly as presign returned it');
+    if (!valid)
+      throw new AppError('UPLOAD_SIGNATURE_INVALID', 'The upload URL or its signature was changed; use the URL exactly as presign returned it');
     if (clock.now() >= Number(expires) * 1000) {
-      throw new AppError('UPLOAD_URL_EXPIRED', 'The upload URL has expired; ask for a new one with POST /api/upload/presign', { expiredAt: iso(Number(expires) * 1000) });
+      throw new AppError('UPLOAD_URL_EXPIRED', 'The upload URL has expired; ask for a new one with POST /api/upload/presign', {
+        expiredAt: iso(Number(expires) * 1000),
+      });
     }
     const size = Number(sizeText);
     const declared = request.headers['content-length'];
     if (declared !== undefined && Number(declared) !== size) {
-      throw new AppError('UPLOAD_SIZE_MISMATCH', `The body must be exactly ${size} bytes; Content-Length says ${declared}`, { expected: size, received: Number(declared) });
+      throw new AppError('UPLOAD_SIZE_MISMATCH', `The body must be exactly ${size} bytes; Content-Length says ${declared}`, {
+        expected: size,
+        received: Number(declared),
+      });
     }
     const upload = await database.db.selectFrom('uploads').selectAll().where('id', '=', uploadId).executeTakeFirst();
     if (!upload) throw notFound('Upload');
@@ -163,14 +175,27 @@ export class DirectUploads {
    * Turns an arrived upload into a file, once: checks that the bytes are there and of the
    * declared size, moves them out of reach of the URL, inspects them as an upload is inspected,
    * and records the file against the reservation. A second confirm answers the same file.
+   *
+   * The file is recorded by the `work` handed to `commit`, which runs it in a transaction of
+   * its own making: the caller adds to that transaction (the route: the idempotent response)
+   * and shapes the answer, which confirm returns as it is.
    */
-  async confirm(accountId: string, limits: PlanLimits, uploadId: string, idempotency: { key: string | undefined; fingerprint: string }): Promise<StoredResponse> {
+  async confirm<R>(
+    accountId: string,
+    limits: PlanLimits,
+    uploadId: string,
+    commit: (work: (tx: Tx) => Promise<FileRecord>) => Promise<R>,
+  ): Promise<R> {
     const { database, storage, clock } = this.deps;
     const now = clock.now();
-    const upload = await database.db.selectFrom('uploads').selectAll().where('id', '=', uploadId).where('account_id', '=', accountId).executeTakeFirst();
+    const upload = await database.db
+      .selectFrom('uploads')
+      .selectAll()
+      .where('id', '=', uploadId)
+      .where('account_id', '=', accountId)
+      .executeTakeFirst();
     if (!upload) throw notFound('Upload');
-    const scope = { accountId, key: idempotency.key, fingerprint: idempotency.fingerprint, now };
-    if (upload.status === 'confirmed') return withIdempotency(database, scope, (tx) => confirmedFile(tx, upload));
+    if (upload.status === 'confirmed') return commit((tx) => confirmedFile(tx, upload));
     if (upload.status === 'expired' || now >= upload.expires_at) throw uploadExpired(upload);
 
     const finalKey = uploadKey(upload.file_id);
@@ -190,7 +215,7 @@ export class DirectUploads {
     const stored = await storage.head(finalKey);
     if (!stored) {
       if (now >= upload.url_expires_at) throw uploadExpired(upload);
-      throw new AppError('UPLOAD_NOT_RECEIVED', 'Nothing has been uploaded to this upload\'s URL yet; PUT the file first', { uploadId: upload.id });
+      throw new AppError('UPLOAD_NOT_RECEIVED', "Nothing has been uploaded to this upload's URL yet; PUT the file first", { uploadId: upload.id });
     }
     if (stored.size !== upload.size) {
       await storage.delete(finalKey);
@@ -205,7 +230,8 @@ export class DirectUploads {
       throw err;
     }
     try {
-      return await withIdempotency(database, scope, async (tx) => {
+      return await commit(async (tx) => {
+        await lockAccount(database, tx, accountId); // the lock order in quota.ts: account, then upload
         const claimed = await tx
           .updateTable('uploads')
           .set({ status: 'confirmed', confirmed_at: now })
@@ -217,7 +243,7 @@ export class DirectUploads {
           if (current.status === 'confirmed') return confirmedFile(tx, current); // a concurrent confirm won
           throw uploadExpired(current);
         }
-        return { statusCode: 201, body: { success: true, data: await recordUpload(tx, clock, accountId, limits, inspected, { reserved: true }) } };
+        return recordUpload(tx, clock, accountId, limits, inspected, { reserved: true });
       });
     } catch (err) {
       if (err instanceof AppError && err.code === 'UPLOAD_EXPIRED') await storage.delete(finalKey);
@@ -226,15 +252,18 @@ export class DirectUploads {
   }
 }
 
-async function confirmedFile(tx: Tx, upload: UploadRow) {
-  const file = await tx.selectFrom('files').selectAll().where('id', '=', upload.file_id).executeTakeFirstOrThrow();
-  return { statusCode: 201, body: { success: true, data: fileToApi(file) } };
+function confirmedFile(tx: Tx, upload: UploadRow): Promise<FileRecord> {
+  return tx.selectFrom('files').selectAll().where('id', '=', upload.file_id).executeTakeFirstOrThrow();
 }
 
 const uploadExpired = (upload: UploadRow) =>
-  new AppError('UPLOAD_EXPIRED', 'The upload expired before it was confirmed; its reservation was released. Start again with POST /api/upload/presign', {
-    expiredAt: iso(upload.url_expires_at),
-  });
+  new AppError(
+    'UPLOAD_EXPIRED',
+    'The upload expired before it was confirmed; its reservation was released. Start again with POST /api/upload/presign',
+    {
+      expiredAt: iso(upload.url_expires_at),
+    },
+  );
 
 const sizeMismatch = (expected: number, received: number, what: string) =>
   new AppError('UPLOAD_SIZE_MISMATCH', `The upload must be exactly ${expected} bytes; ${what} had ${received}`, { expected, received });
@@ -277,7 +306,13 @@ export async function sweepUploads(deps: { database: Database; storage: ObjectSt
         // The record first, conditionally: a confirm committing meanwhile wins, and its file
         // keeps its bytes; once expired, no confirm can succeed, so the bytes may go.
         const expired = await database.transaction(async (tx) => {
-          const marked = await tx.updateTable('uploads').set({ status: 'expired' }).where('id', '=', upload.id).where('status', '=', 'pending').executeTakeFirst();
+          await lockAccount(database, tx, upload.account_id); // the lock order in quota.ts
+          const marked = await tx
+            .updateTable('uploads')
+            .set({ status: 'expired' })
+            .where('id', '=', upload.id)
+            .where('status', '=', 'pending')
+            .executeTakeFirst();
           if (Number(marked.numUpdatedRows) !== 1) return false;
           await releaseStorage(tx, upload.account_id, Number(upload.size));
           return true;
@@ -292,6 +327,41 @@ export async function sweepUploads(deps: { database: Database; storage: ObjectSt
     }
     if (due.length < SWEEP_BATCH) break;
   }
-  await database.db.deleteFrom('uploads').where('swept_at', '<', now - RECORD_KEEP_MS).execute();
+  await database.db
+    .deleteFrom('uploads')
+    .where('swept_at', '<', now - RECORD_KEEP_MS)
+    .execute();
   return abandoned;
+}
+
+/**
+ * Deletes bytes under incoming/ that no upload will collect: their upload was swept already (a
+ * PUT that ended after it) or is gone. Where the storage can list (local); returns how many.
+ */
+export async function sweepOrphanedIncoming(deps: { database: Database; storage: ObjectStorage }): Promise<number> {
+  const { database, storage } = deps;
+  if (!storage.list) return 0;
+  const keys = await storage.list(INCOMING_PREFIX);
+  let removed = 0;
+  for (let i = 0; i < keys.length; i += SWEEP_BATCH) {
+    const batch = keys.slice(i, i + SWEEP_BATCH).map((key) => ({ key, uploadId: key.slice(INCOMING_PREFIX.length + 1) }));
+    // An upload's row exists before its URL does, so bytes can never arrive ahead of it.
+    const open = await database.db
+      .selectFrom('uploads')
+      .select('id')
+      .where(
+        'id',
+        'in',
+        batch.map((entry) => entry.uploadId),
+      )
+      .where('swept_at', 'is', null)
+      .execute();
+    const collectable = new Set(open.map((row) => row.id));
+    for (const entry of batch) {
+      if (collectable.has(entry.uploadId)) continue;
+      await storage.delete(entry.key);
+      removed++;
+    }
+  }
+  return removed;
 }

@@ -1,42 +1,22 @@
 // File records: what the API says about a stored object, and who may see it.
 import type { Kysely, Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
-import type { Database } from '../db/database.js';
-import type { DB, FilesTable } from '../db/schema.js';
+import type { Database, Tx } from '../db/database.js';
+import { ACTIVE_STATUSES, type DB, type FilesTable } from '../db/schema.js';
 import { AppError, notFound } from '../errors.js';
-import { releaseStorage } from '../accounts/quota.js';
+import { lockAccount, releaseStorage, tryChargeStorage } from '../accounts/quota.js';
 import type { ObjectStorage } from '../storage/storage.js';
-import { olderThan, pageOf } from '../http/pagination.js';
+import { forgetPreviews } from '../imaging/preview.js';
+import { olderThan, pageOf } from '../db/pagination.js';
 
 export type FileRecord = Selectable<FilesTable>;
 
-export function fileToApi(file: FileRecord) {
-  return {
-    fileId: file.id,
-    filename: file.filename,
-    mimeType: file.mime_type,
-    format: file.format,
-    size: Number(file.size),
-    ...(file.width !== null ? { width: file.width } : {}),
-    ...(file.height !== null ? { height: file.height } : {}),
-    ...(file.pages !== null ? { pages: file.pages } : {}),
-    origin: file.origin,
-    ...(file.task_id !== null ? { taskId: file.task_id } : {}),
-    createdAt: iso(file.created_at),
-    expiresAt: iso(file.expires_at),
-  };
-}
-
 /** The caller's file, readable now: 404 for another account's or a deleted one, 410 when expired. */
 export async function getLiveFile(db: Kysely<DB>, accountId: string, fileId: string, now: number): Promise<FileRecord> {
-  const file = await db
-    .selectFrom('files')
-    .selectAll()
-    .where('id', '=', fileId)
-    .where('account_id', '=', accountId)
-    .executeTakeFirst();
+  const file = await db.selectFrom('files').selectAll().where('id', '=', fileId).where('account_id', '=', accountId).executeTakeFirst();
   if (!file) throw notFound('File');
-  if (file.expires_at <= now) throw new AppError('FILE_EXPIRED', 'The file has expired and its bytes were deleted', { expiredAt: iso(file.expires_at) });
+  if (file.expires_at <= now)
+    throw new AppError('FILE_EXPIRED', 'The file has expired and its bytes were deleted', { expiredAt: iso(file.expires_at) });
   if (file.deleted_at !== null) throw notFound('File');
   return file;
 }
@@ -55,7 +35,80 @@ export async function listFiles(database: Database, accountId: string, now: numb
     .limit(limit + 1)
     .execute();
   const { page, nextCursor } = pageOf(rows, limit);
-  return { files: page.map(fileToApi), nextCursor };
+  return { files: page, nextCursor };
+}
+
+/** An output a worker stored under its task's key, to be recorded as a file of the account. */
+export interface StoredOutput {
+  fileId: string;
+  storageKey: string;
+  filename: string;
+  mimeType: string;
+  format: string;
+  size: number;
+  etag: string;
+  width?: number;
+  height?: number;
+  pages?: number;
+}
+
+/**
+ * Records a task's outputs as the account's files, in the transaction that completes the task
+ * and under the account's lock it holds (the lock order in quota.ts): their bytes are charged
+ * to the account's storage, or, when they would take it past `storageLimit`, nothing is
+ * recorded and the refusal is answered (the task fails STORAGE_LIMIT_EXCEEDED).
+ */
+export async function recordOutputs(
+  tx: Tx,
+  task: { id: string; accountId: string },
+  outputs: StoredOutput[],
+  terms: { now: number; retentionMs: number; storageLimit: number },
+): Promise<{ code: string; message: string } | undefined> {
+  const bytes = outputs.reduce((sum, o) => sum + o.size, 0);
+  if (!(await tryChargeStorage(tx, task.accountId, terms.storageLimit, bytes))) {
+    return {
+      code: 'STORAGE_LIMIT_EXCEEDED',
+      message: `The output (${bytes} bytes) would take the account past its storage limit of ${terms.storageLimit} bytes; nothing was kept`,
+    };
+  }
+  if (!outputs.length) return undefined;
+  await tx
+    .insertInto('files')
+    .values(
+      outputs.map((o, index) => ({
+        id: o.fileId,
+        account_id: task.accountId,
+        origin: 'output' as const,
+        storage_key: o.storageKey,
+        filename: o.filename,
+        mime_type: o.mimeType,
+        format: o.format,
+        size: o.size,
+        width: o.width ?? null,
+        height: o.height ?? null,
+        pages: o.pages ?? null,
+        etag: o.etag,
+        task_id: task.id,
+        output_index: index,
+        created_at: terms.now,
+        expires_at: terms.now + terms.retentionMs,
+        deleted_at: null,
+      })),
+    )
+    .execute();
+  return undefined;
+}
+
+/** A queued or running task that reads the file (which must keep it), if any. */
+export async function unfinishedReader(db: Kysely<DB>, fileId: string): Promise<string | undefined> {
+  const task = await db
+    .selectFrom('task_inputs')
+    .innerJoin('tasks', 'tasks.id', 'task_inputs.task_id')
+    .select('tasks.id')
+    .where('task_inputs.file_id', '=', fileId)
+    .where('tasks.status', 'in', ACTIVE_STATUSES)
+    .executeTakeFirst();
+  return task?.id;
 }
 
 /**
@@ -64,24 +117,72 @@ export async function listFiles(database: Database, accountId: string, now: numb
  */
 export async function deleteFile(database: Database, storage: ObjectStorage, clock: Clock, accountId: string, fileId: string): Promise<void> {
   const file = await getLiveFile(database.db, accountId, fileId, clock.now());
-  const deleted = await database.transaction(async (tx) => {
-    const inUse = await tx
-      .selectFrom('task_inputs')
-      .innerJoin('tasks', 'tasks.id', 'task_inputs.task_id')
-      .select('tasks.id')
-      .where('task_inputs.file_id', '=', fileId)
-      .where('tasks.status', 'in', ['queued', 'processing'])
-      .executeTakeFirst();
-    if (inUse) throw new AppError('FILE_IN_USE', 'An unfinished task reads this file; cancel it or wait for it to finish', { taskId: inUse.id });
+  const { reader } = await removeFile(database, storage, file, clock.now());
+  if (reader) throw new AppError('FILE_IN_USE', 'An unfinished task reads this file; cancel it or wait for it to finish', { taskId: reader });
+}
+
+/**
+ * Removes a live file: the record first, under the account's lock (the lock order in
+ * quota.ts, so no task can be queued on it meanwhile) and only while no unfinished task reads
+ * it, freeing its storage; then the bytes. A crash between the two leaves bytes that nothing
+ * charges. Answers whether this call removed it, or the task that keeps it.
+ */
+async function removeFile(
+  database: Database,
+  storage: ObjectStorage,
+  file: Pick<FileRecord, 'id' | 'account_id' | 'storage_key' | 'size'>,
+  now: number,
+): Promise<{ removed: boolean; reader?: string }> {
+  const outcome = await database.transaction(async (tx) => {
+    await lockAccount(database, tx, file.account_id);
+    const reader = await unfinishedReader(tx, file.id);
+    if (reader) return { removed: false, reader };
     const result = await tx
       .updateTable('files')
-      .set({ deleted_at: clock.now() })
-      .where('id', '=', fileId)
+      .set({ deleted_at: now })
+      .where('id', '=', file.id)
       .where('deleted_at', 'is', null)
       .executeTakeFirst();
-    if (Number(result.numUpdatedRows) !== 1) return false;
-    await releaseStorage(tx, accountId, Number(file.size));
-    return true;
+    if (Number(result.numUpdatedRows) !== 1) return { removed: false };
+    await releaseStorage(tx, file.account_id, Number(file.size));
+    return { removed: true };
   });
-  if (deleted) await storage.delete(file.storage_key);
+  if (outcome.removed) {
+    await storage.delete(file.storage_key);
+    await forgetPreviews(storage, file.id);
+  }
+  return outcome;
+}
+
+const SWEEP_BATCH = 500;
+
+/**
+ * The retention sweep: removes expired files, their bytes and their storage charge. Files that
+ * a queued or running task reads are kept until it ends. Returns how many files were swept.
+ */
+export async function sweepExpiredFiles(database: Database, storage: ObjectStorage, now: number): Promise<number> {
+  let swept = 0;
+  for (;;) {
+    const expired = await database.db
+      .selectFrom('files')
+      .select(['id', 'account_id', 'storage_key', 'size'])
+      .where('deleted_at', 'is', null)
+      .where('expires_at', '<=', now)
+      .where(({ not, exists, selectFrom }) =>
+        not(
+          exists(
+            selectFrom('task_inputs')
+              .innerJoin('tasks', 'tasks.id', 'task_inputs.task_id')
+              .select('tasks.id')
+              .whereRef('task_inputs.file_id', '=', 'files.id')
+              .where('tasks.status', 'in', ACTIVE_STATUSES),
+          ),
+        ),
+      )
+      .limit(SWEEP_BATCH)
+      .execute();
+    // A task queued since the query above keeps its file: removeFile checks again under the lock.
+    for (const file of expired) if ((await removeFile(database, storage, file, now)).removed) swept++;
+    if (expired.length < SWEEP_BATCH) return swept;
+  }
 }

@@ -1,9 +1,9 @@
-// Which stored formats each kind of job reads.
-import type { InputKind } from '../operations/types.js';
+// Which stored formats each kind of job reads: the format table says (imaging/formats.ts).
+import { inputOf } from '../imaging/formats.js';
 
-export const IMAGE_FORMATS: ReadonlySet<string> = new Set(['jpeg', 'png', 'webp', 'gif', 'avif', 'heic', 'tiff', 'bmp', 'svg']);
-export const PRESENTATION_FORMATS: ReadonlySet<string> = new Set(['pptx', 'ppsx', 'ppt', 'odp']);
+/** What a job kind's input files must be (an operation's `accepts`). */
+export type InputKind = 'image' | 'presentation';
 
 export function acceptsFormat(kind: InputKind, format: string): boolean {
-  return (kind === 'image' ? IMAGE_FORMATS : PRESENTATION_FORMATS).has(format);
+  return inputOf(format) === kind;
 }

@@ -3,7 +3,7 @@
 // before the rest of the body is stored. A ZIP or OLE2 head passes as a provisional container:
 // which presentation it is (if any) is decided from the stored object's directory.
 import crypto from 'node:crypto';
-import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import { pipeline, Transform, type Readable, type TransformCallback } from 'node:stream';
 import sharp from 'sharp';
 import type { Clock } from '../clock.js';
 import type { Tx } from '../db/database.js';
@@ -12,21 +12,25 @@ import { newId, sha256Hex } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
 import { chargeStorage } from '../accounts/quota.js';
 import { containerKind, identifyPresentation, NotAPresentation, storageSource } from '../documents/container.js';
+import { isLosslessJpeg } from '../imaging/decoders/jpeg-lossless.js';
+import { readHeader } from '../imaging/decoders/raw.js';
+import { asLibvipsAvif, primaryItemMetadata } from '../imaging/heif-items.js';
 import { sniff, SNIFF_HEAD_BYTES, type Sniffed } from '../imaging/sniff.js';
-import { FILE_EXTENSIONS } from '../imaging/formats.js';
+import { extensionOf, isRawDecoded, libvipsReadsHeader, UPLOAD_FORMATS } from '../imaging/formats.js';
 import { uploadKey, type ObjectStorage } from '../storage/storage.js';
-import { fileToApi, type FileRecord } from './files.js';
+import type { FileRecord } from './files.js';
+import { countedKind, countFrames, FrameCounter, type FrameCount } from '../imaging/frame-count.js';
 
 /** Bytes kept in memory to read the header (JPEG metadata can push the frame header far in). */
 const PROBE_BYTES = 1024 * 1024;
-
-const ACCEPTED = ['jpeg', 'png', 'webp', 'gif', 'avif', 'heic', 'tiff', 'bmp', 'svg', 'pptx', 'ppsx', 'ppt', 'odp'];
 
 export class UploadMeter extends Transform {
   size = 0;
   sniffed: Sniffed | undefined;
   /** A ZIP or OLE2 head: perhaps a presentation, decided once the object is stored. */
   container: 'zip' | 'ole' | undefined;
+  /** Frames of a GIF or WebP over the whole file: the head alone may not show them all. */
+  readonly frameCounter = new FrameCounter();
   private readonly hash = crypto.createHash('sha256');
   private readonly headChunks: Buffer[] = [];
   private headLength = 0;
@@ -55,6 +59,7 @@ export class UploadMeter extends Transform {
       this.headLength += part.length;
     }
     this.hash.update(chunk);
+    this.frameCounter.push(chunk);
     // Refuse an unknown type as soon as enough bytes arrived, not after storing everything.
     if (!this.sniffed && !this.container && this.headLength >= SNIFF_HEAD_BYTES) {
       const error = this.identify();
@@ -79,14 +84,22 @@ export class UploadMeter extends Transform {
       if (this.container) return null;
     }
     const reason = result ? result.reason : 'The file is not an image or presentation this service reads';
-    return new AppError('UNSUPPORTED_MEDIA_TYPE', reason, { accepted: ACCEPTED });
+    return new AppError('UNSUPPORTED_MEDIA_TYPE', reason, { accepted: UPLOAD_FORMATS });
   }
 }
 
-/** A name safe to store and echo: no path, no control characters, bounded length. */
+/**
+ * What is never kept in a file name: control characters, Unicode format characters (the bidi
+ * overrides and isolates U+202A–U+202E and U+2066–U+2069 that make "gpj.exe" read "exe.jpg",
+ * zero-width characters, U+FEFF…), line and paragraph separators, lone surrogates, the quote.
+ */
+const UNSAFE_IN_NAMES = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}"]/gu;
+
+/** A name safe to store and echo: no path, none of UNSAFE_IN_NAMES, at most 200 characters. */
 export function safeFilename(name: string | undefined, format: string): string {
-  const base = (name ?? '').split(/[\\/]/).pop()!.replace(/[\u0000-\u001f\u007f"]/g, '').trim().slice(0, 200);
-  return base || `upload.${FILE_EXTENSIONS[format] ?? format}`;
+  const base = (name ?? '').split(/[\\/]/).pop()!.replace(UNSAFE_IN_NAMES, '').trim();
+  // By code point, so a cut never leaves half a surrogate pair.
+  return Array.from(base).slice(0, 200).join('') || `upload.${extensionOf(format)}`;
 }
 
 /**
@@ -94,9 +107,19 @@ export function safeFilename(name: string | undefined, format: string): string {
  * `unreadable` marks an ISO-BMFF file whose structure libheif cannot read at all (an AVIF
  * image sequence with no still image): no job could decode it, so it is refused at upload.
  */
-async function probeHeader(head: Buffer): Promise<{ width?: number; height?: number; pages?: number; unreadable?: boolean }> {
+async function probeHeader(head: Buffer, format: string): Promise<{ width?: number; height?: number; pages?: number; unreadable?: boolean }> {
+  // A format libvips has no loader for (BMP, JPEG 2000), or a lossless JPEG that its loader
+  // refuses: the service's own decoder reads its header.
+  const ownDecoder =
+    isRawDecoded(format) && !libvipsReadsHeader(format) ? format : format === 'jpeg' && isLosslessJpeg(head) ? 'jpeg-lossless' : undefined;
+  if (ownDecoder) {
+    const header = await readHeader(head, ownDecoder).catch(() => undefined);
+    return header ? { width: header.width, height: header.height } : {};
+  }
   try {
-    const meta = await sharp(head, { limitInputPixels: false }).metadata();
+    // An AVIF is its primary item (a grid's tiles are top-level items too), an image sequence its still image.
+    const input = format === 'avif' ? asLibvipsAvif(head) : head;
+    const { meta } = await primaryItemMetadata(input, await sharp(input, { limitInputPixels: false }).metadata());
     const frameHeight = meta.pageHeight ?? meta.height;
     const swap = (meta.orientation ?? 1) >= 5;
     return {
@@ -110,6 +133,17 @@ async function probeHeader(head: Buffer): Promise<{ width?: number; height?: num
 }
 
 type Header = { width?: number; height?: number; pages?: number };
+
+/**
+ * The probe's header completed by the frame count of the whole file: the frames the head alone
+ * showed may be fewer, and a head cut inside a WebP's first frame shows no size at all (the
+ * canvas from its VP8X chunk stands in).
+ */
+function withFrameCount(header: Header, count: FrameCount | undefined): Header {
+  if (!count) return header;
+  const size = header.width === undefined && count.canvas ? count.canvas : {};
+  return { ...header, ...size, pages: count.frames > 1 ? count.frames : undefined };
+}
 
 export interface StoredUpload {
   fileId: string;
@@ -134,10 +168,12 @@ async function identifyStored(
   size: number,
   head: Buffer,
   filename: string | undefined,
+  frames: FrameCount | undefined,
 ): Promise<Pick<StoredUpload, 'sniffed' | 'header' | 'filename'>> {
   const sniffed = sniff(head);
   if (sniffed && !('refused' in sniffed)) {
-    const { unreadable, ...header } = await probeHeader(head);
+    const { unreadable, ...probed } = await probeHeader(head, sniffed.format);
+    const header = withFrameCount(probed, frames);
     if (unreadable && sniffed.format === 'avif') {
       throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'AVIF image sequences (animated AVIF without a still image) are not supported');
     }
@@ -154,17 +190,20 @@ async function identifyStored(
         filename: safeFilename(filename, identified.format),
       };
     } catch (err) {
-      if (err instanceof NotAPresentation) throw new AppError('UNSUPPORTED_MEDIA_TYPE', err.message, { accepted: ACCEPTED });
+      if (err instanceof NotAPresentation) throw new AppError('UNSUPPORTED_MEDIA_TYPE', err.message, { accepted: UPLOAD_FORMATS });
       throw err;
     } finally {
       await source.close();
     }
   }
   const reason = sniffed ? sniffed.reason : 'The file is not an image or presentation this service reads';
-  throw new AppError('UNSUPPORTED_MEDIA_TYPE', reason, { accepted: ACCEPTED });
+  throw new AppError('UNSUPPORTED_MEDIA_TYPE', reason, { accepted: UPLOAD_FORMATS });
 }
 
-/** Streams the body into storage under a fresh id. Nothing is left behind when it fails. */
+/**
+ * Streams the body into storage under a fresh id. Nothing is left behind when it fails, nor
+ * when the body ends unfinished (its client went away): the storage write fails with it.
+ */
 export async function storeUpload(
   storage: ObjectStorage,
   body: Readable,
@@ -174,16 +213,20 @@ export async function storeUpload(
   const fileId = newId('file');
   const key = uploadKey(fileId);
   const meter = new UploadMeter(limits.maxFileBytes);
-  body.on('error', (err) => meter.destroy(err));
   try {
-    await storage.put(key, body.pipe(meter));
+    // pipeline, not pipe: a body destroyed half-way (a client that disconnected) fails the
+    // meter and so the write, which then removes its temporary file and closes it.
+    await storage.put(
+      key,
+      pipeline(body, meter, () => {}),
+    );
   } catch (err) {
     await storage.delete(key).catch(() => {});
     // The multipart parser truncates a part past its limit; the meter's own error says why.
     throw err;
   }
   try {
-    const identified = await identifyStored(storage, key, meter.size, meter.head, filename);
+    const identified = await identifyStored(storage, key, meter.size, meter.head, filename, meter.frameCounter.result());
     const sha256 = meter.sha256;
     return { fileId, key, size: meter.size, sha256, etag: sha256.slice(0, 32), ...identified };
   } catch (err) {
@@ -209,7 +252,9 @@ export async function inspectStoredObject(
   const chunks: Buffer[] = [];
   for await (const chunk of await storage.get(object.key, { start: 0, end: Math.min(object.size, PROBE_BYTES) - 1 })) chunks.push(chunk as Buffer);
   const head = Buffer.concat(chunks).subarray(0, PROBE_BYTES);
-  const identified = await identifyStored(storage, object.key, object.size, head, object.filename);
+  // A GIF or WebP larger than the head: its frames are counted over the whole object.
+  const frames = object.size > head.length && countedKind(head) ? await countFrames(await storage.get(object.key)) : undefined;
+  const identified = await identifyStored(storage, object.key, object.size, head, object.filename, frames);
   // The bytes were not streamed through this service to hash them; a file's bytes never change,
   // so its id is as strong a validator.
   return { fileId: object.fileId, key: object.key, size: object.size, etag: sha256Hex(object.fileId).slice(0, 32), ...identified };
@@ -226,7 +271,7 @@ export async function recordUpload(
   limits: PlanLimits,
   upload: StoredUpload,
   options: { reserved?: boolean } = {},
-) {
+): Promise<FileRecord> {
   if (!options.reserved) await chargeStorage(tx, accountId, limits, upload.size);
   const now = clock.now();
   const row: FileRecord = {
@@ -249,5 +294,5 @@ export async function recordUpload(
     deleted_at: null,
   };
   await tx.insertInto('files').values(row).execute();
-  return fileToApi(row);
+  return row;
 }

@@ -3,8 +3,9 @@
 import { sql, type Selectable } from 'kysely';
 import type { Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
-import type { TasksTable } from '../db/schema.js';
-import { refundTask } from '../accounts/quota.js';
+import { ACTIVE_STATUSES, type TasksTable } from '../db/schema.js';
+import { markServed } from '../accounts/accounts.js';
+import { lockAccount, refundTask } from '../accounts/quota.js';
 import type { QueueEvents } from './events.js';
 
 export type TaskRow = Selectable<TasksTable>;
@@ -14,23 +15,44 @@ export interface TaskFailure {
   message: string;
   /** Transient faults (disk, database, a crashed converter) are retried; input faults are not. */
   transient: boolean;
+  /** The error's `details` (INVALID_OPTIONS: the option, in `field`). */
+  details?: Record<string, unknown>;
 }
 
-export interface CompletedOutput {
-  fileId: string;
-  storageKey: string;
-  filename: string;
-  mimeType: string;
-  format: string;
-  size: number;
-  etag: string;
-  width?: number;
-  height?: number;
-  pages?: number;
+/** What a worker reports when its task ran to the end (see `TaskQueue.complete`). */
+export interface Completion {
+  task: TaskRow;
+  workerId: string;
+  /** The task's `result`. */
+  result: Record<string, unknown>;
+  /** The outputs' file ids in order: the first is the task's outputFileId; with `bundled`, the rest its outputFileIds. */
+  outputFileIds: string[];
+  bundled: boolean;
+  /**
+   * Records the outputs (the files module), inside the completing transaction once the lease is
+   * known to be held, under the account's and the task's locks. A refusal it answers fails the
+   * task instead, refunded, and nothing it did is kept.
+   */
+  recordOutputs(tx: Tx, now: number): Promise<Pick<TaskFailure, 'code' | 'message'> | undefined>;
 }
 
 const BACKOFF_BASE_MS = 2_000;
 const BACKOFF_CAP_MS = 5 * 60_000;
+
+/**
+ * A task whose claims end this many times with its lease lapsing fails INTERNAL_ERROR, whatever
+ * attempts remain: an input that crashes or hangs the worker must not take down a third one.
+ */
+export const MAX_LOST_LEASES = 2;
+
+/**
+ * Failures refunded (API.md): an internal error is nobody's input's fault, and a task whose
+ * outputs the storage rules refuse keeps nothing.
+ */
+const REFUNDED_FAILURES = new Set(['INTERNAL_ERROR', 'STORAGE_LIMIT_EXCEEDED', 'OUTPUT_TOO_LARGE']);
+
+/** A task put back in the queue (a retry, a release, a lapsed lease): no lease, runnable at `runAt`. */
+const backInQueue = (runAt: number) => ({ status: 'queued' as const, lease_owner: null, lease_expires_at: null, progress: 0, run_at: runAt });
 
 export const backoffMs = (attempts: number): number => Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.max(0, attempts - 1));
 
@@ -75,7 +97,10 @@ export class TaskQueue {
         // plain `IN (subquery)` the locking subquery may be re-run during the update and, skipping
         // the rows it has just taken, hand back many more than `limit` tasks.
         await db
-          .with((cte) => cte('picked').materialized(), () => runnable)
+          .with(
+            (cte) => cte('picked').materialized(),
+            () => runnable,
+          )
           .updateTable('tasks')
           .set(lease)
           .from('picked')
@@ -85,7 +110,9 @@ export class TaskQueue {
           .execute()
       : await db.updateTable('tasks').set(lease).where('id', 'in', runnable).where('status', '=', 'queued').returningAll().execute();
     const accounts = [...new Set(claimed.map((t) => t.account_id))];
-    if (accounts.length) await db.updateTable('accounts').set({ last_served_at: now }).where('id', 'in', accounts).execute();
+    // One account row at a time, each its own statement: a claim never holds one account's row
+    // while it waits for another's (the lock order in src/accounts/quota.ts).
+    for (const accountId of accounts) await markServed(this.database, accountId, now);
     return claimed;
   }
 
@@ -102,75 +129,58 @@ export class TaskQueue {
   }
 
   /**
-   * Records the outputs and completes the task, in one transaction, only while `workerId`
-   * still holds the lease. Returns false when it does not (a stale worker's late completion).
+   * Completes the task, only while `workerId` still holds the lease, in one transaction with the
+   * recording of its outputs (`recordOutputs`). Returns true when the task completed; false when
+   * the outputs were refused (the task failed so: STORAGE_LIMIT_EXCEEDED, refunded) or the lease
+   * was not held (a stale worker's late completion, or a cancel). The caller then deletes the
+   * output objects it wrote.
    */
-  async complete(
-    task: TaskRow,
-    workerId: string,
-    outputs: CompletedOutput[],
-    result: Record<string, unknown>,
-    bundled: boolean,
-    retentionMs: number,
-    onCommit: (tx: Tx) => Promise<void>,
-  ): Promise<boolean> {
+  async complete(completion: Completion): Promise<boolean> {
+    const { task, workerId, outputFileIds, bundled } = completion;
     const now = this.clock.now();
-    const done = await this.database.transaction(async (tx) => {
-      const updated = await tx
+    const outcome = await this.database.transaction(async (tx) => {
+      // The lock order of quota.ts: the account, then the task (then the new output files).
+      await lockAccount(this.database, tx, task.account_id);
+      await this.database.lockRow(tx, 'tasks', task.id);
+      const held = await tx
+        .selectFrom('tasks')
+        .select('charged')
+        .where('id', '=', task.id)
+        .where('lease_owner', '=', workerId)
+        .where('status', '=', 'processing')
+        .executeTakeFirst();
+      if (!held) return 'lost' as const;
+      const refused = await completion.recordOutputs(tx, now);
+      if (refused) {
+        await this.markFailed(tx, task.id, task.account_id, task.created_at, held.charged === 1, refused, now);
+        return 'failed' as const;
+      }
+      await tx
         .updateTable('tasks')
         .set({
           status: 'completed',
           progress: 100,
-          output_file_id: outputs[0]?.fileId ?? null,
-          output_file_ids: bundled ? JSON.stringify(outputs.slice(1).map((o) => o.fileId)) : null,
-          result: JSON.stringify(result),
+          output_file_id: outputFileIds[0] ?? null,
+          output_file_ids: bundled ? JSON.stringify(outputFileIds.slice(1)) : null,
+          result: JSON.stringify(completion.result),
           error_code: null,
           error_message: null,
+          error_details: null,
           lease_owner: null,
           lease_expires_at: null,
           completed_at: now,
         })
         .where('id', '=', task.id)
-        .where('lease_owner', '=', workerId)
-        .where('status', '=', 'processing')
-        .executeTakeFirst();
-      if (Number(updated.numUpdatedRows) !== 1) return false;
-      if (outputs.length) {
-        await tx
-          .insertInto('files')
-          .values(
-            outputs.map((o, index) => ({
-              id: o.fileId,
-              account_id: task.account_id,
-              origin: 'output' as const,
-              storage_key: o.storageKey,
-              filename: o.filename,
-              mime_type: o.mimeType,
-              format: o.format,
-              size: o.size,
-              width: o.width ?? null,
-              height: o.height ?? null,
-              pages: o.pages ?? null,
-              etag: o.etag,
-              task_id: task.id,
-              output_index: index,
-              created_at: now,
-              expires_at: now + retentionMs,
-              deleted_at: null,
-            })),
-          )
-          .execute();
-      }
-      await onCommit(tx);
-      return true;
+        .execute();
+      return 'completed' as const;
     });
-    if (done) this.events.finished(task.id);
-    return done;
+    if (outcome !== 'lost') this.events.finished(task.id);
+    return outcome === 'completed';
   }
 
   /**
    * Fails the task, or puts a transient fault back in the queue with backoff while attempts
-   * remain. Internal errors that end a task refund its quota charge.
+   * remain. Internal errors and storage refusals that end a task refund its quota charge.
    */
   async fail(task: TaskRow, workerId: string, failure: TaskFailure): Promise<'retrying' | 'failed' | 'lost'> {
     const now = this.clock.now();
@@ -189,13 +199,10 @@ export class TaskQueue {
         await tx
           .updateTable('tasks')
           .set({
-            status: 'queued',
-            lease_owner: null,
-            lease_expires_at: null,
-            progress: 0,
-            run_at: now + backoffMs(current.attempts),
+            ...backInQueue(now + backoffMs(current.attempts)),
             error_code: failure.code,
             error_message: failure.message,
+            error_details: failure.details ? JSON.stringify(failure.details) : null,
           })
           .where('id', '=', task.id)
           .execute();
@@ -215,16 +222,17 @@ export class TaskQueue {
     accountId: string,
     createdAt: number,
     charged: boolean,
-    failure: Pick<TaskFailure, 'code' | 'message'>,
+    failure: Pick<TaskFailure, 'code' | 'message' | 'details'>,
     now: number,
   ): Promise<void> {
-    const refund = charged && failure.code === 'INTERNAL_ERROR';
+    const refund = charged && REFUNDED_FAILURES.has(failure.code);
     await tx
       .updateTable('tasks')
       .set({
         status: 'failed',
         error_code: failure.code,
         error_message: failure.message,
+        error_details: failure.details ? JSON.stringify(failure.details) : null,
         lease_owner: null,
         lease_expires_at: null,
         completed_at: now,
@@ -243,11 +251,7 @@ export class TaskQueue {
     const result = await this.database.db
       .updateTable('tasks')
       .set({
-        status: 'queued',
-        lease_owner: null,
-        lease_expires_at: null,
-        progress: 0,
-        run_at: this.clock.now(),
+        ...backInQueue(this.clock.now()),
         attempts: sql<number>`CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END`,
       })
       .where('id', '=', task.id)
@@ -261,13 +265,14 @@ export class TaskQueue {
 
   /**
    * Puts tasks whose lease lapsed (their worker died or stalled) back in the queue, or fails
-   * them once they have used all their attempts. Returns how many were re-queued.
+   * them once they have used all their attempts or lost their lease MAX_LOST_LEASES times
+   * (a poison input). Returns how many were re-queued and how many failed.
    */
   async reapExpiredLeases(): Promise<{ requeued: number; failed: number }> {
     const now = this.clock.now();
     const lapsed = await this.database.db
       .selectFrom('tasks')
-      .select(['id', 'account_id', 'created_at', 'attempts', 'max_attempts', 'charged', 'lease_owner'])
+      .select(['id', 'account_id', 'created_at', 'attempts', 'max_attempts', 'lost_leases', 'charged', 'lease_owner'])
       .where('status', '=', 'processing')
       .where('lease_expires_at', '<', now)
       .limit(500)
@@ -287,14 +292,19 @@ export class TaskQueue {
           .$if(this.database.skipLocked, (qb) => qb.forUpdate().skipLocked())
           .executeTakeFirst();
         if (!still) return 'skipped';
-        if (task.attempts >= task.max_attempts) {
-          const failure = { code: 'INTERNAL_ERROR', message: 'The task was interrupted too many times (its worker stopped responding)' };
+        const lostLeases = task.lost_leases + 1;
+        if (lostLeases >= MAX_LOST_LEASES || task.attempts >= task.max_attempts) {
+          const failure = {
+            code: 'INTERNAL_ERROR',
+            message: `The task's worker stopped responding ${lostLeases === 1 ? 'once' : `${lostLeases} times`} while running it; it is not retried`,
+          };
+          await tx.updateTable('tasks').set({ lost_leases: lostLeases }).where('id', '=', task.id).execute();
           await this.markFailed(tx, task.id, task.account_id, task.created_at, task.charged === 1, failure, now);
           return 'failed';
         }
         await tx
           .updateTable('tasks')
-          .set({ status: 'queued', lease_owner: null, lease_expires_at: null, progress: 0, run_at: now })
+          .set({ ...backInQueue(now), lost_leases: lostLeases })
           .where('id', '=', task.id)
           .execute();
         return 'requeued';
@@ -309,14 +319,65 @@ export class TaskQueue {
     return { requeued, failed };
   }
 
+  /** The task's status now (undefined when there is no such task). */
+  async statusOf(taskId: string): Promise<TaskRow['status'] | undefined> {
+    const row = await this.database.db.selectFrom('tasks').select('status').where('id', '=', taskId).executeTakeFirst();
+    return row?.status;
+  }
+
   async queueDepth(): Promise<{ queued: number; processing: number }> {
     const rows = await this.database.db
       .selectFrom('tasks')
       .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
-      .where('status', 'in', ['queued', 'processing'])
+      .where('status', 'in', ACTIVE_STATUSES)
       .groupBy('status')
       .execute();
     const count = (status: string) => Number(rows.find((r) => r.status === status)?.n ?? 0);
     return { queued: count('queued'), processing: count('processing') };
+  }
+
+  /** How long the oldest queued task that may run now has waited, in ms; 0 when none waits (metrics). */
+  async oldestQueuedWaitMs(): Promise<number> {
+    const now = this.clock.now();
+    const row = await this.database.db
+      .selectFrom('tasks')
+      .select((eb) => eb.fn.min<number | null>('run_at').as('oldest'))
+      .where('status', '=', 'queued')
+      .where('run_at', '<=', now)
+      .executeTakeFirst();
+    const oldest = row?.oldest;
+    return oldest === null || oldest === undefined ? 0 : Math.max(0, now - Number(oldest));
+  }
+
+  /** Queued and running tasks counted by kind and status (the operator's page). */
+  async depthByKind(): Promise<{ type: string; status: string; count: number }[]> {
+    const rows = await this.database.db
+      .selectFrom('tasks')
+      .select(['type', 'status', (eb) => eb.fn.countAll<number>().as('n')])
+      .where('status', 'in', ACTIVE_STATUSES)
+      .groupBy(['type', 'status'])
+      .execute();
+    return rows.map((row) => ({ type: row.type, status: row.status, count: Number(row.n) }));
+  }
+
+  /** The latest failed tasks, newest first, with their account's email (the operator's page). */
+  async recentFailures(limit: number) {
+    return this.database.db
+      .selectFrom('tasks')
+      .innerJoin('accounts', 'accounts.id', 'tasks.account_id')
+      .select([
+        'tasks.id',
+        'tasks.type',
+        'tasks.error_code',
+        'tasks.error_message',
+        'tasks.attempts',
+        'tasks.completed_at',
+        'tasks.created_at',
+        'accounts.email',
+      ])
+      .where('tasks.status', '=', 'failed')
+      .orderBy('tasks.completed_at', 'desc')
+      .limit(limit)
+      .execute();
   }
 }

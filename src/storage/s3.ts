@@ -1,7 +1,7 @@
 // Objects in an S3-compatible bucket (AWS S3, MinIO, R2, Ceph…) through the AWS SDK v3. Bytes
 // stream both ways: uploads of unknown length go up as a multipart upload in bounded parts, and
 // reads hand back the response body itself. Direct uploads get real presigned PUT URLs.
-import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import { Transform, pipeline, type Readable, type TransformCallback } from 'node:stream';
 import {
   CopyObjectCommand,
   DeleteObjectCommand,
@@ -91,9 +91,10 @@ export class S3Storage implements ObjectStorage {
     let sourceError: unknown;
     body.on('error', (err) => {
       sourceError ??= err;
-      counter.destroy(err);
     });
-    body.pipe(counter);
+    // pipeline, not pipe: errors travel to the counter (and so to the upload), and a failed
+    // upload destroys the source instead of leaving it open.
+    pipeline(body, counter, () => {});
     // One PutObject when the body fits in a part; else a multipart upload, aborted on failure so
     // nothing is left behind (leavePartsOnError: false).
     const upload = new Upload({
@@ -129,7 +130,7 @@ export class S3Storage implements ObjectStorage {
         body.destroy();
         throw new Error(`the store answered bytes from ${from} for a range from ${range.start}`);
       }
-      return body.pipe(new Slice(range.start - from, range.end - range.start + 1));
+      return pipeline(body, new Slice(range.start - from, range.end - range.start + 1), () => {});
     } catch (err) {
       throw isMissing(err) ? objectNotFound(key) : err;
     }

@@ -37,6 +37,14 @@ export interface ObjectStorage {
   readonly maxPresignedPutBytes?: number;
   /** A path on this machine's disk holding the object, where the adapter has one. */
   localPath?(key: string): string;
+  /**
+   * Removes what writes interrupted by a killed process left behind (temp files), where the
+   * adapter keeps any; returns how many. (S3 aborts a failed multipart upload itself; one cut
+   * by a killed process is the bucket's lifecycle rule's to end.)
+   */
+  sweepTemporary?(now?: number): Promise<number>;
+  /** The keys directly under `prefix/`, where the adapter can list cheaply (local). */
+  list?(prefix: string): Promise<string[]>;
   /** Readiness: throws when the store cannot be reached or written. */
   check(): Promise<void>;
   /** Releases connections, where the adapter holds any. */
@@ -57,6 +65,20 @@ export function assertValidKey(key: string): void {
 
 export const uploadKey = (fileId: string): string => `uploads/${fileId}`;
 /** Where a direct upload lands before it is confirmed (its presigned URL can write only here). */
-export const incomingKey = (uploadId: string): string => `incoming/${uploadId}`;
+export const INCOMING_PREFIX = 'incoming';
+export const incomingKey = (uploadId: string): string => `${INCOMING_PREFIX}/${uploadId}`;
 /** Output keys derive from the task id, so a task that runs twice overwrites, never orphans. */
 export const outputKey = (taskId: string, index: number): string => `outputs/${taskId}/${index}`;
+
+/**
+ * Deletes a task's output objects, outputs/{taskId}/0, 1, … as far as they exist (a run writes
+ * them in order, so they are always a prefix); returns how many went. For a task that ended
+ * without outputs, whichever run wrote them: nothing records or charges them.
+ */
+export async function deleteTaskOutputs(storage: ObjectStorage, taskId: string): Promise<number> {
+  let index = 0;
+  for (; await storage.head(outputKey(taskId, index)); index++) await storage.delete(outputKey(taskId, index));
+  return index;
+}
+/** A file's preview `side` px across (src/imaging/preview.ts); deleted with the file. */
+export const previewKey = (fileId: string, side: number): string => `previews/${fileId}/${side}`;

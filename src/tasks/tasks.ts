@@ -2,15 +2,16 @@
 import type { Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
-import type { TasksTable } from '../db/schema.js';
+import { ACTIVE_STATUSES, isFinished, TASK_STATUSES, type TasksTable, type TaskStatus } from '../db/schema.js';
 import { AppError, TaskError, notFound } from '../errors.js';
-import { checkOutputSize, checkPixels } from '../imaging/pipeline.js';
+import { isAnimation } from '../imaging/formats.js';
+import { checkOutputSize, checkSource, outputFrames } from '../imaging/limits.js';
 import { newId } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
-import { chargeBatchFiles, chargeTasks, checkQueuedTasks, lockAccount } from '../accounts/quota.js';
+import { chargeBatchFiles, chargeTasks, checkQueuedTasks, checkStorage, lockAccount } from '../accounts/quota.js';
 import { getLiveFile, type FileRecord } from '../files/files.js';
-import { olderThan, pageOf } from '../http/pagination.js';
-import type { Operation } from '../operations/types.js';
+import { olderThan, pageOf } from '../db/pagination.js';
+import type { AnyOperation } from '../operations/types.js';
 import { acceptsFormat } from '../files/kinds.js';
 
 type TaskRow = Selectable<TasksTable>;
@@ -32,7 +33,7 @@ export function taskToApi(task: TaskRow) {
     ...(task.output_file_id ? { outputFileId: task.output_file_id } : {}),
     ...(outputFileIds ? { outputFileIds } : {}),
     ...(task.status === 'completed' && task.result ? { result: JSON.parse(task.result) } : {}),
-    ...(task.status === 'failed' && task.error_code ? { error: { code: task.error_code, message: task.error_message ?? '' } } : {}),
+    ...(task.status === 'failed' && task.error_code ? { error: taskErrorToApi(task) } : {}),
     attempts: task.attempts,
     createdAt: iso(task.created_at),
     ...(task.started_at !== null ? { startedAt: iso(task.started_at) } : {}),
@@ -40,15 +41,30 @@ export function taskToApi(task: TaskRow) {
   };
 }
 
+/** A failed task's `error`: code, message and, when the failure has them, `details`. */
+function taskErrorToApi(task: Pick<TaskRow, 'error_code' | 'error_message' | 'error_details'>) {
+  const details = parse<Record<string, unknown>>(task.error_details);
+  return { code: task.error_code!, message: task.error_message ?? '', ...(details ? { details } : {}) };
+}
+
 export interface Submitter {
   accountId: string;
   limits: PlanLimits;
 }
 
+/** What queueing work needs besides the request's body: the kind, who asks, and the transaction. */
+export interface Submission {
+  database: Database;
+  tx: Tx;
+  clock: Clock;
+  op: AnyOperation;
+  submitter: Submitter;
+}
+
 /** Loads the inputs (404/410), checks the kind accepts them (409) and the cross-field rules (400). */
 async function resolveInputs(
   tx: Tx,
-  op: Operation<any>,
+  op: AnyOperation,
   submitter: Submitter,
   fileIds: string[],
   options: Record<string, unknown>,
@@ -56,7 +72,8 @@ async function resolveInputs(
 ): Promise<FileRecord[]> {
   // Rules between options come first: validation outranks not found (API.md's order of errors).
   const optionErrors = op.check?.(options, [], submitter.limits) ?? [];
-  if (optionErrors.length) throw new AppError('VALIDATION_ERROR', optionErrors.map((e) => `${e.field}: ${e.message}`).join('; '), { fields: optionErrors });
+  if (optionErrors.length)
+    throw new AppError('VALIDATION_ERROR', optionErrors.map((e) => `${e.field}: ${e.message}`).join('; '), { fields: optionErrors });
   const files: FileRecord[] = [];
   for (const fileId of fileIds) files.push(await getLiveFile(tx, submitter.accountId, fileId, now));
   for (const file of files) {
@@ -80,16 +97,17 @@ async function resolveInputs(
  * Limits that the stored header and the options already decide: an input or a computed output
  * past the plan's pixel limit fails the task at once, before any worker decodes a pixel.
  */
-function failsAtOnce(op: Operation<any>, options: Record<string, unknown>, file: FileRecord, limits: PlanLimits): TaskError | undefined {
+function failsAtOnce(op: AnyOperation, options: Record<string, unknown>, file: FileRecord, limits: PlanLimits): TaskError | undefined {
   if (file.width === null || file.height === null) return undefined;
   try {
     const source = { width: file.width, height: file.height };
-    checkPixels(source, limits, 'The image');
-    if (file.pages !== null && ANIMATED_FORMATS.has(file.format) && file.pages > limits.maxFrames) {
-      throw new TaskError('IMAGE_TOO_LARGE', `The animation has ${file.pages} frames; the plan allows ${limits.maxFrames}`);
-    }
+    // Only GIF and WebP frames are frames (TIFF pages are not). A header read from the first
+    // bytes of a large file may count fewer frames than it has: the worker checks them all again.
+    const frames = file.pages !== null && isAnimation(file.format) ? file.pages : 1;
+    checkSource({ ...source, frames }, limits);
     const planned = op.outputSize?.(options, source);
-    if (planned) checkOutputSize(planned, limits, op.capsOutputSide ?? false);
+    const format = typeof options.format === 'string' ? options.format : file.format;
+    if (planned) checkOutputSize(planned, limits, op.capsOutputSide ?? false, outputFrames(frames, format));
     return undefined;
   } catch (err) {
     if (err instanceof TaskError) return err;
@@ -97,11 +115,9 @@ function failsAtOnce(op: Operation<any>, options: Record<string, unknown>, file:
   }
 }
 
-const ANIMATED_FORMATS = new Set(['gif', 'webp']);
-
 function taskRow(
   submitter: Submitter,
-  op: Operation<any>,
+  op: AnyOperation,
   input: { fileId: string } | { fileIds: string[] },
   options: Record<string, unknown>,
   now: number,
@@ -123,10 +139,15 @@ function taskRow(
     result: null,
     error_code: failure?.code ?? null,
     error_message: failure?.message ?? null,
+    error_details: failure?.details ? JSON.stringify(failure.details) : null,
     progress: 0,
     attempts: 0,
     max_attempts: MAX_ATTEMPTS,
-    charged: 1,
+    lost_leases: 0,
+    // A task failed at submission never ran: no worker wrote anything for it.
+    outputs_swept: failure ? 1 : 0,
+    // A task failed when queued is charged nothing (API.md): it never reaches a worker.
+    charged: failure ? 0 : 1,
     run_at: now,
     lease_owner: null,
     lease_expires_at: null,
@@ -137,43 +158,50 @@ function taskRow(
 }
 
 async function insertTasks(tx: Tx, rows: { task: TaskRow; fileIds: string[] }[]): Promise<void> {
-  await tx.insertInto('tasks').values(rows.map((r) => r.task)).execute();
+  await tx
+    .insertInto('tasks')
+    .values(rows.map((r) => r.task))
+    .execute();
   const inputs = rows.flatMap((r) => r.fileIds.map((fileId, position) => ({ task_id: r.task.id, file_id: fileId, position })));
   if (inputs.length) await tx.insertInto('task_inputs').values(inputs).execute();
 }
 
-/** Queues one task; the quota is charged in the same transaction. */
-export async function submitTask(
-  database: Database,
-  tx: Tx,
-  clock: Clock,
-  op: Operation<any>,
-  submitter: Submitter,
-  body: Record<string, unknown>,
-) {
+/**
+ * Queues one task; the quota is charged in the same transaction. The account is locked first
+ * (the lock order in quota.ts): a file deleted or expiring meanwhile cannot become its input,
+ * and the storage and quota checks stay true until the task is committed.
+ */
+export async function submitTask({ database, tx, clock, op, submitter }: Submission, body: Record<string, unknown>) {
   const now = clock.now();
   const { fileId, fileIds, ...options } = body as { fileId?: string; fileIds?: string[] } & Record<string, unknown>;
-  const ids = op.multiInput ? fileIds! : [fileId!];
+  const ids = op.multiInput ? multipleInputs(fileId, fileIds) : [fileId!];
+  await lockAccount(database, tx, submitter.accountId);
   const files = await resolveInputs(tx, op, submitter, ids, options, now);
   // Several inputs, one task: the first input past a limit fails it.
   const failure = files.reduce<TaskError | undefined>((found, file) => found ?? failsAtOnce(op, options, file, submitter.limits), undefined);
   const task = taskRow(submitter, op, op.multiInput ? { fileIds: ids } : { fileId: ids[0]! }, options, now, null, failure);
-  await lockAccount(database, tx, submitter.accountId);
-  await checkQueuedTasks(tx, submitter.accountId, submitter.limits, 1);
-  await chargeTasks(tx, submitter.accountId, submitter.limits, 1, now);
+  // API.md's order of errors: storage before quota.
+  await checkStorage(tx, submitter.accountId, submitter.limits);
+  const charged = task.charged;
+  await checkQueuedTasks(tx, submitter.accountId, submitter.limits, charged);
+  if (charged) await chargeTasks(tx, submitter.accountId, submitter.limits, charged, now);
   await insertTasks(tx, [{ task, fileIds: [...ids, ...(op.extraInputs?.(options) ?? [])] }]);
-  return { taskId: task.id, status: task.status, type: task.type, createdAt: iso(now) };
+  return { taskId: task.id, status: task.status, type: task.type, createdAt: iso(now), ...(task.error_code ? { error: taskErrorToApi(task) } : {}) };
 }
 
-/** Queues one task per file, all or nothing. */
-export async function submitBatch(
-  database: Database,
-  tx: Tx,
-  clock: Clock,
-  op: Operation<any>,
-  submitter: Submitter,
-  body: Record<string, unknown>,
-) {
+/** A several-input kind takes `fileIds`, or `fileId` for one input: exactly one of them. */
+function multipleInputs(fileId: string | undefined, fileIds: string[] | undefined): string[] {
+  if ((fileId === undefined) === (fileIds === undefined)) {
+    const field = fileIds === undefined ? 'fileIds' : 'fileId';
+    throw new AppError('VALIDATION_ERROR', `${field}: give exactly one of fileIds, fileId`, {
+      fields: [{ field, message: 'give exactly one of fileIds, fileId' }],
+    });
+  }
+  return fileIds ?? [fileId!];
+}
+
+/** Queues one task per file, all or nothing; locks as submitTask does. */
+export async function submitBatch({ database, tx, clock, op, submitter }: Submission, body: Record<string, unknown>) {
   const now = clock.now();
   const { fileIds, ...options } = body as { fileIds: string[] } & Record<string, unknown>;
   if (fileIds.length > submitter.limits.batchSize) {
@@ -182,6 +210,7 @@ export async function submitBatch(
       requested: fileIds.length,
     });
   }
+  await lockAccount(database, tx, submitter.accountId);
   const files = await resolveInputs(tx, op, submitter, fileIds, options, now);
   const batchId = newId('batch');
   const extra = op.extraInputs?.(options) ?? [];
@@ -189,11 +218,18 @@ export async function submitBatch(
     task: taskRow(submitter, op, { fileId: file.id }, options, now, { id: batchId, index }, failsAtOnce(op, options, file, submitter.limits)),
     fileIds: [file.id, ...extra],
   }));
-  await lockAccount(database, tx, submitter.accountId);
-  await checkQueuedTasks(tx, submitter.accountId, submitter.limits, rows.length);
-  await chargeBatchFiles(tx, submitter.accountId, submitter.limits, rows.length, now);
-  await chargeTasks(tx, submitter.accountId, submitter.limits, rows.length, now);
-  await tx.insertInto('batches').values({ id: batchId, account_id: submitter.accountId, type: op.kind, size: rows.length, created_at: now }).execute();
+  await checkStorage(tx, submitter.accountId, submitter.limits);
+  // Tasks failed when queued are charged nothing, neither as tasks nor as batch files.
+  const charged = rows.reduce((sum, { task }) => sum + task.charged, 0);
+  await checkQueuedTasks(tx, submitter.accountId, submitter.limits, charged);
+  if (charged) {
+    await chargeBatchFiles(tx, submitter.accountId, submitter.limits, charged, now);
+    await chargeTasks(tx, submitter.accountId, submitter.limits, charged, now);
+  }
+  await tx
+    .insertInto('batches')
+    .values({ id: batchId, account_id: submitter.accountId, type: op.kind, size: rows.length, created_at: now })
+    .execute();
   await insertTasks(tx, rows);
   return {
     batchId,
@@ -208,7 +244,31 @@ export async function getTask(database: Database, accountId: string, taskId: str
   return task;
 }
 
-export const isFinished = (status: string): boolean => status === 'completed' || status === 'failed' || status === 'canceled';
+/** Those of `taskIds` that have finished (completed, failed or canceled), in one statement. */
+export async function finishedTaskIds(database: Database, taskIds: readonly string[]): Promise<string[]> {
+  if (taskIds.length === 0) return [];
+  const rows = await database.db
+    .selectFrom('tasks')
+    .select('id')
+    .where('id', 'in', [...taskIds])
+    .where('status', 'not in', [...ACTIVE_STATUSES])
+    .execute();
+  return rows.map((row) => row.id);
+}
+
+/**
+ * The files a task reads, in order: its inputs, then the files its options name (a watermark's
+ * logo). Deleted ones too: the worker fails the task INPUT_MISSING for them.
+ */
+export async function taskInputFiles(database: Database, taskId: string): Promise<FileRecord[]> {
+  return database.db
+    .selectFrom('task_inputs')
+    .innerJoin('files', 'files.id', 'task_inputs.file_id')
+    .selectAll('files')
+    .where('task_inputs.task_id', '=', taskId)
+    .orderBy('task_inputs.position')
+    .execute();
+}
 
 export async function listTasks(
   database: Database,
@@ -234,17 +294,22 @@ export async function listTasks(
 /**
  * Cancels queued or running tasks. A running task's worker notices at its next heartbeat and
  * discards its output; the completion is refused because the task is no longer processing.
+ * Under the account's lock (the lock order in quota.ts), so it never waits on a completion in
+ * a circle.
  */
 export async function cancelTasks(database: Database, clock: Clock, accountId: string, taskIds: string[]): Promise<number> {
   if (!taskIds.length) return 0;
-  const result = await database.db
-    .updateTable('tasks')
-    .set({ status: 'canceled', completed_at: clock.now(), lease_owner: null, lease_expires_at: null })
-    .where('account_id', '=', accountId)
-    .where('id', 'in', taskIds)
-    .where('status', 'in', ['queued', 'processing'])
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows);
+  return database.transaction(async (tx) => {
+    await lockAccount(database, tx, accountId);
+    const result = await tx
+      .updateTable('tasks')
+      .set({ status: 'canceled', completed_at: clock.now(), lease_owner: null, lease_expires_at: null })
+      .where('account_id', '=', accountId)
+      .where('id', 'in', taskIds)
+      .where('status', 'in', ACTIVE_STATUSES)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows);
+  });
 }
 
 export async function cancelTask(database: Database, clock: Clock, accountId: string, taskId: string): Promise<TaskRow> {
@@ -256,11 +321,62 @@ export async function cancelTask(database: Database, clock: Clock, accountId: st
   return getTask(database, accountId, taskId);
 }
 
+/** A task of a finished batch, for its ZIP: its first input and its output while that lives. */
+export interface BatchArchiveEntry {
+  task: TaskRow;
+  input: FileRecord | undefined;
+  output: FileRecord | undefined;
+}
+
+/**
+ * The caller's batch with every task finished, each with its input and live output, in batch
+ * order; 409 BATCH_NOT_FINISHED while a task is queued or processing.
+ */
+export async function finishedBatch(database: Database, accountId: string, batchId: string, now: number) {
+  const batch = await database.db.selectFrom('batches').selectAll().where('id', '=', batchId).where('account_id', '=', accountId).executeTakeFirst();
+  if (!batch) throw notFound('Batch');
+  const tasks = await database.db.selectFrom('tasks').selectAll().where('batch_id', '=', batchId).orderBy('batch_index').execute();
+  const unfinished = tasks.filter((task) => !isFinished(task.status)).length;
+  if (unfinished) {
+    throw new AppError('BATCH_NOT_FINISHED', `${unfinished} task(s) of the batch are still queued or processing`, { unfinished });
+  }
+  const inputOf = (task: TaskRow) => (JSON.parse(task.input) as { fileId: string }).fileId;
+  const ids = tasks.flatMap((task) => [inputOf(task), ...(task.output_file_id ? [task.output_file_id] : [])]);
+  const files = ids.length
+    ? await database.db.selectFrom('files').selectAll().where('id', 'in', ids).where('account_id', '=', accountId).execute()
+    : [];
+  const byId = new Map(files.map((file) => [file.id, file]));
+  const live = (file: FileRecord | undefined) => (file && file.deleted_at === null && file.expires_at > now ? file : undefined);
+  const entries: BatchArchiveEntry[] = tasks.map((task) => ({
+    task,
+    input: byId.get(inputOf(task)),
+    output: task.output_file_id ? live(byId.get(task.output_file_id)) : undefined,
+  }));
+  return { batch, entries };
+}
+
 export async function getBatch(database: Database, accountId: string, batchId: string) {
   const batch = await database.db.selectFrom('batches').selectAll().where('id', '=', batchId).where('account_id', '=', accountId).executeTakeFirst();
   if (!batch) throw notFound('Batch');
   const tasks = await database.db.selectFrom('tasks').selectAll().where('batch_id', '=', batchId).orderBy('batch_index').execute();
-  const counts = { queued: 0, processing: 0, completed: 0, failed: 0, canceled: 0 };
+  const counts = Object.fromEntries(TASK_STATUSES.map((status) => [status, 0])) as Record<TaskStatus, number>;
   for (const task of tasks) counts[task.status]++;
   return { batchId: batch.id, type: batch.type, createdAt: iso(batch.created_at), counts, tasks: tasks.map(taskToApi) };
+}
+
+/** Up to `limit` tasks that ended without outputs (failed, canceled) and were not swept yet. */
+export async function unsweptEndedWithoutOutputs(database: Database, limit: number): Promise<string[]> {
+  const rows = await database.db
+    .selectFrom('tasks')
+    .select('id')
+    .where('outputs_swept', '=', 0)
+    .where('status', 'in', ['failed', 'canceled'])
+    .limit(limit)
+    .execute();
+  return rows.map((row) => row.id);
+}
+
+/** Marks tasks as swept of their output objects. */
+export async function markOutputsSwept(database: Database, taskIds: string[]): Promise<void> {
+  if (taskIds.length) await database.db.updateTable('tasks').set({ outputs_swept: 1 }).where('id', 'in', taskIds).execute();
 }

@@ -1,0 +1,126 @@
+// A task's outputs on their way out: held to the plan's storage rules before a byte is written,
+// written under keys derived from the task id (a task run twice overwrites, never orphans) and
+// hashed on the way, recorded as the account's files in the transaction that completes the
+// task, and discarded when the task ends without them.
+import fs from 'node:fs';
+import crypto from 'node:crypto';
+import { Readable, Transform, pipeline as streamPipeline } from 'node:stream';
+import type { Database, Tx } from '../db/database.js';
+import { TaskError } from '../errors.js';
+import { newId, sha256Hex } from '../ids.js';
+import type { PlanLimits } from '../accounts/plans.js';
+import { storageUsed } from '../accounts/quota.js';
+import { recordOutputs, type StoredOutput } from '../files/files.js';
+import type { OperationOutput } from '../operations/types.js';
+import type { TaskQueue, TaskRow } from '../queue/queue.js';
+import { deleteTaskOutputs, outputKey, type ObjectStorage } from '../storage/storage.js';
+
+export interface OutputStoreDeps {
+  database: Database;
+  storage: ObjectStorage;
+  queue: TaskQueue;
+}
+
+export class OutputStore {
+  constructor(private readonly deps: OutputStoreDeps) {}
+
+  /**
+   * Writes the outputs to storage, each under its task-derived key, measured and hashed as it
+   * goes. First the storage rules (API.md): an output larger than the plan's maxFileBytes fails
+   * the task OUTPUT_TOO_LARGE, outputs that would take the account past its storage limit fail
+   * it STORAGE_LIMIT_EXCEEDED (both refunded), before anything is written. The storage check is
+   * only a shortcut: `record` makes it again, exactly, in the transaction that charges the bytes.
+   */
+  async store(task: TaskRow, outputs: OperationOutput[], limits: PlanLimits): Promise<StoredOutput[]> {
+    await this.checkSizes(task, outputs, limits);
+    const stored: StoredOutput[] = [];
+    for (const [index, output] of outputs.entries()) {
+      const key = outputKey(task.id, index);
+      const { size, etag } = await this.write(key, output);
+      stored.push({
+        fileId: newId('file'),
+        storageKey: key,
+        filename: output.filename,
+        mimeType: output.mimeType,
+        format: output.format,
+        size,
+        etag,
+        width: output.width,
+        height: output.height,
+        pages: output.pages,
+      });
+    }
+    return stored;
+  }
+
+  /** Records stored outputs as files, in the completing transaction (see TaskQueue.complete). */
+  record(tx: Tx, task: TaskRow, outputs: StoredOutput[], limits: PlanLimits, now: number) {
+    return recordOutputs(tx, { id: task.id, accountId: task.account_id }, outputs, {
+      now,
+      retentionMs: limits.retentionSeconds * 1000,
+      storageLimit: limits.storageBytes,
+    });
+  }
+
+  /** Deletes every output object of the task: it ended without outputs. */
+  async discard(taskId: string): Promise<void> {
+    await deleteTaskOutputs(this.deps.storage, taskId);
+  }
+
+  /**
+   * After a completion that did not happen: deletes the task's output objects when it ended
+   * without them (canceled, failed), and leaves them when it completed elsewhere (same keys:
+   * the completer's objects) or will run again (it will overwrite them). Answers its status.
+   */
+  async discardIfEnded(task: TaskRow): Promise<string | undefined> {
+    const status = await this.deps.queue.statusOf(task.id);
+    if (status === 'canceled' || status === 'failed') await this.discard(task.id);
+    return status;
+  }
+
+  private async checkSizes(task: TaskRow, outputs: OperationOutput[], limits: PlanLimits): Promise<void> {
+    let total = 0;
+    for (const output of outputs) {
+      const size = output.data ? output.data.length : (await fs.promises.stat(output.path)).size;
+      if (size > limits.maxFileBytes) {
+        throw new TaskError(
+          'OUTPUT_TOO_LARGE',
+          `The output ${output.filename} would be ${size} bytes; the plan allows ${limits.maxFileBytes} bytes per file`,
+        );
+      }
+      total += size;
+    }
+    const used = total > 0 ? await storageUsed(this.deps.database.db, task.account_id) : 0;
+    if (used + total > limits.storageBytes) {
+      throw new TaskError(
+        'STORAGE_LIMIT_EXCEEDED',
+        `The output (${total} bytes) would take the account past its storage limit (${used} of ${limits.storageBytes} bytes used); nothing was kept`,
+      );
+    }
+  }
+
+  private async write(key: string, output: OperationOutput): Promise<{ size: number; etag: string }> {
+    const { storage } = this.deps;
+    if (output.data) {
+      await storage.put(key, Readable.from([output.data]));
+      return { size: output.data.length, etag: sha256Hex(output.data).slice(0, 32) };
+    }
+    // A file the operation wrote: streamed, hashed and counted on the way.
+    const hash = crypto.createHash('sha256');
+    let size = 0;
+    const meter = new Transform({
+      transform(chunk: Buffer, _encoding, callback) {
+        hash.update(chunk);
+        size += chunk.length;
+        callback(null, chunk);
+      },
+    });
+    // pipeline forwards a read error to the meter (so put fails) and closes the file when put
+    // gives up; its own callback has nothing to add to what put reports.
+    await storage.put(
+      key,
+      streamPipeline(fs.createReadStream(output.path), meter, () => {}),
+    );
+    return { size, etag: hash.digest('hex').slice(0, 32) };
+  }
+}

@@ -1,5 +1,5 @@
 // The shell: the session decides between the login pages and the dashboard; the path picks the page.
-import { useEffect } from 'react';
+import { useEffect, type ReactNode } from 'react';
 import { AdminPage } from './pages/admin';
 import { LoginPage, SetupPage, SignupPage } from './pages/auth';
 import { FilesPage } from './pages/files';
@@ -7,50 +7,51 @@ import { KeysPage } from './pages/keys';
 import { OverviewPage } from './pages/overview';
 import { PlaygroundPage } from './pages/playground';
 import { TaskPage, TasksPage } from './pages/tasks';
-import { PUBLIC_PAGES } from './routes';
+import { ROUTES, type PageName } from './routes';
 import { Link, match, navigate, useLocation } from './router';
 import { useSession } from './session';
 
-const NAV = [
-  { to: '/', label: 'Usage' },
-  { to: '/playground', label: 'Playground' },
-  { to: '/files', label: 'Files' },
-  { to: '/tasks', label: 'Tasks' },
-  { to: '/keys', label: 'API keys' },
-];
+const PAGES: Record<PageName, (params: Record<string, string>) => ReactNode> = {
+  overview: () => <OverviewPage />,
+  playground: () => <PlaygroundPage />,
+  files: () => <FilesPage />,
+  tasks: () => <TasksPage />,
+  task: (params) => <TaskPage taskId={params.taskId!} />,
+  keys: () => <KeysPage />,
+  admin: () => <AdminPage />,
+  login: () => <LoginPage />,
+  signup: () => <SignupPage />,
+  setup: () => <SetupPage />,
+};
+
+const NAV = ROUTES.flatMap((route) => ('nav' in route ? [{ to: route.path, label: route.nav, adminOnly: route.access === 'admin' }] : []));
+
+/** The route `path` shows, with its parameters; undefined when no page has that path. */
+function findRoute(path: string) {
+  for (const route of ROUTES) {
+    const params = match(route.path, path);
+    if (params) return { route, params };
+  }
+  return undefined;
+}
 
 function Page({ path }: { path: string }) {
-  const task = match('/tasks/:taskId', path);
-  if (task) return <TaskPage taskId={task.taskId!} />;
-  switch (path) {
-    case '/':
-      return <OverviewPage />;
-    case '/playground':
-      return <PlaygroundPage />;
-    case '/files':
-      return <FilesPage />;
-    case '/tasks':
-      return <TasksPage />;
-    case '/keys':
-      return <KeysPage />;
-    case '/admin':
-      return <AdminPage />;
-    default:
-      return (
-        <div className="card">
-          <h1>Not found</h1>
-          <p>
-            No page at <code>{path}</code>. <Link to="/">Back to the dashboard</Link>
-          </p>
-        </div>
-      );
-  }
+  const found = findRoute(path);
+  if (found) return PAGES[found.route.page](found.params);
+  return (
+    <div className="card">
+      <h1>Not found</h1>
+      <p>
+        No page at <code>{path}</code>. <Link to="/">Back to the dashboard</Link>
+      </p>
+    </div>
+  );
 }
 
 export function App() {
   const { info, error, logout } = useSession();
   const { path } = useLocation();
-  const isPublic = PUBLIC_PAGES.includes(path);
+  const isPublic = findRoute(path)?.route.access === 'public';
 
   useEffect(() => {
     if (!info) return;
@@ -64,14 +65,10 @@ export function App() {
 
   if (error) return <div className="error boot">The dashboard could not reach the server: {error}</div>;
   if (!info) return <div className="boot muted">Loading…</div>;
-  if (isPublic) {
-    if (path === '/signup') return <SignupPage />;
-    if (path === '/setup') return <SetupPage />;
-    return <LoginPage />;
-  }
+  if (isPublic) return <Page path={path} />;
   if (!info.authenticated || !info.account) return <div className="boot muted">Loading…</div>;
   const account = info.account;
-  const nav = account.isAdmin ? [...NAV, { to: '/admin', label: 'Operator' }] : NAV;
+  const nav = NAV.filter((item) => !item.adminOnly || account.isAdmin);
   return (
     <div className="shell">
       <header className="topbar">

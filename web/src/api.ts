@@ -2,6 +2,9 @@
 // session's CSRF token on every state-changing request, the API's envelope unwrapped, and
 // RATE_LIMITED answered by waiting as Retry-After says (the session shares the plan's rate limit).
 // Never an API key.
+import type { components } from '../../sdk/openapi';
+
+export { isFinished, TASK_STATUSES, type TaskStatus } from '../../src/db/schema';
 
 export interface FieldError {
   field: string;
@@ -113,7 +116,13 @@ async function toError(response: Response): Promise<ApiError> {
   }
   const error = payload?.error;
   if (response.status === 401 && (error?.code === 'NOT_AUTHENTICATED' || error?.code === 'API_KEY_MISSING')) onSessionLost?.();
-  return new ApiError(response.status, error?.code ?? `HTTP_${response.status}`, error?.message ?? response.statusText, error?.details, error?.requestId);
+  return new ApiError(
+    response.status,
+    error?.code ?? `HTTP_${response.status}`,
+    error?.message ?? response.statusText,
+    error?.details,
+    error?.requestId,
+  );
 }
 
 export async function request<T>(method: string, url: string, options: RequestOptions = {}): Promise<T> {
@@ -151,42 +160,10 @@ export interface SessionInfo {
   setupRequired: boolean;
 }
 
-export interface ApiFile {
-  fileId: string;
-  filename: string;
-  mimeType: string;
-  format: string;
-  size: number;
-  width?: number;
-  height?: number;
-  pages?: number;
-  origin: 'upload' | 'output';
-  taskId?: string;
-  createdAt: string;
-  expiresAt: string;
-}
-
-export type TaskStatus = 'queued' | 'processing' | 'completed' | 'failed' | 'canceled';
-
-export interface ApiTask {
-  taskId: string;
-  type: string;
-  status: TaskStatus;
-  progress: number;
-  batchId?: string;
-  input: { fileId?: string; fileIds?: string[] };
-  options: Record<string, unknown>;
-  outputFileId?: string;
-  outputFileIds?: string[];
-  result?: { format?: string; size?: number; width?: number; height?: number; pages?: number };
-  error?: { code: string; message: string };
-  attempts: number;
-  createdAt: string;
-  startedAt?: string;
-  completedAt?: string;
-}
-
-export const isFinished = (status: TaskStatus) => status === 'completed' || status === 'failed' || status === 'canceled';
+// The file and task resources as the API's OpenAPI document describes them (sdk/openapi.ts is
+// generated from it); their statuses are the server's own list.
+export type ApiFile = components['schemas']['File'];
+export type ApiTask = components['schemas']['Task'];
 
 export interface Counter {
   used: number;

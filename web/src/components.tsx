@@ -58,8 +58,14 @@ export function ErrorBox({ error }: { error: unknown }) {
 }
 
 /** A usage bar: `used` of `limit`, coloured as it fills. */
-export function UsageBar(props: { label: string; used: number; limit: number; format: (n: number) => string; note?: ReactNode; testId?: string }) {
-  const { used, limit } = props;
+export function UsageBar(props: {
+  label: string;
+  usage: { used: number; limit: number };
+  format: (n: number) => string;
+  note?: ReactNode;
+  testId?: string;
+}) {
+  const { used, limit } = props.usage;
   const fraction = limit > 0 ? Math.min(1, used / limit) : used > 0 ? 1 : 0;
   const level = fraction >= 0.9 ? 'high' : fraction >= 0.7 ? 'mid' : 'low';
   return (
@@ -159,33 +165,6 @@ export function CopyButton({ text, label = 'Copy' }: { text: string; label?: str
     <button type="button" className="secondary" onClick={copy}>
       {copied ? 'Copied' : label}
     </button>
-  );
-}
-
-/** Newest-first pages by cursor: remembers the cursors behind for "Previous". */
-export function useCursorPages() {
-  const [stack, setStack] = useState<(string | undefined)[]>([undefined]);
-  const cursor = stack[stack.length - 1];
-  return {
-    cursor,
-    page: stack.length,
-    next: (nextCursor: string) => setStack((s) => [...s, nextCursor]),
-    previous: () => setStack((s) => (s.length > 1 ? s.slice(0, -1) : s)),
-    reset: () => setStack([undefined]),
-  };
-}
-
-export function Pager(props: { page: number; hasNext: boolean; onNext: () => void; onPrevious: () => void }) {
-  return (
-    <div className="pager">
-      <button type="button" className="secondary" disabled={props.page <= 1} onClick={props.onPrevious}>
-        ← Newer
-      </button>
-      <span className="muted">page {props.page}</span>
-      <button type="button" className="secondary" disabled={!props.hasNext} onClick={props.onNext}>
-        Older →
-      </button>
-    </div>
   );
 }
 

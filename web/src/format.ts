@@ -40,7 +40,10 @@ const ACRONYMS: Record<string, string> = { api: 'API', id: 'ID', pdf: 'PDF' };
 
 export function label(name: string): string {
   if (/FileId$/.test(name)) return label(name.replace(/FileId$/, '')) + ' file';
-  const words = name.replace(/([a-z0-9])([A-Z])/g, '$1 $2').replace(/[-_]/g, ' ').toLowerCase();
+  const words = name
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .replace(/[-_]/g, ' ')
+    .toLowerCase();
   const text = words
     .split(' ')
     .map((w) => ACRONYMS[w] ?? w)

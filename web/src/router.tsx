@@ -1,5 +1,4 @@
-// A small history-API router: the dashboard has a handful of pages (the same list the server
-// answers with index.html: src/http/routes/dashboard/web.ts DASHBOARD_PAGES).
+// A small history-API router: the dashboard has a handful of pages, listed in routes.ts.
 import { useSyncExternalStore, type MouseEvent, type ReactNode } from 'react';
 
 const listeners = new Set<() => void>();

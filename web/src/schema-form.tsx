@@ -25,7 +25,14 @@ export type FormValues = Record<string, string | boolean>;
 /** A field the form offers a choice of uploaded files for (a watermark's logo). */
 const isFileField = (name: string) => /FileId$/.test(name);
 
-const typeOf = (schema: JsonSchema): string => (Array.isArray(schema.type) ? (schema.type.find((t) => t !== 'null') ?? 'string') : (schema.type ?? 'string'));
+const typeOf = (schema: JsonSchema): string =>
+  Array.isArray(schema.type) ? (schema.type.find((t) => t !== 'null') ?? 'string') : (schema.type ?? 'string');
+
+/**
+ * A text field that also takes a number (compress's `quality`: 1–100 or "auto", typed
+ * ["string", "number"]): its text is sent as a number when it reads as one.
+ */
+const takesNumber = (schema: JsonSchema): boolean => Array.isArray(schema.type) && schema.type.some((t) => t === 'number' || t === 'integer');
 
 /** The request body's options from the form's values: empty fields are left out (the defaults apply). */
 export function toBody(properties: Record<string, JsonSchema>, values: FormValues): Record<string, unknown> {
@@ -35,7 +42,7 @@ export function toBody(properties: Record<string, JsonSchema>, values: FormValue
     if (value === undefined || value === '' || value === false) continue;
     const type = typeOf(schema);
     if (type === 'boolean') body[name] = value === true;
-    else if ((type === 'integer' || type === 'number') && typeof value === 'string') {
+    else if ((type === 'integer' || type === 'number' || takesNumber(schema)) && typeof value === 'string') {
       const n = Number(value);
       body[name] = value.trim() !== '' && Number.isFinite(n) ? n : value; // the server names what is wrong
     } else if ((type === 'array' || type === 'object') && typeof value === 'string') {
@@ -51,7 +58,8 @@ export function toBody(properties: Record<string, JsonSchema>, values: FormValue
 
 function rangeText(schema: JsonSchema): string {
   const low = schema.minimum ?? schema.exclusiveMinimum;
-  if (low !== undefined && schema.maximum !== undefined) return `${schema.exclusiveMinimum !== undefined ? 'Above' : 'From'} ${low} to ${schema.maximum}.`;
+  if (low !== undefined && schema.maximum !== undefined)
+    return `${schema.exclusiveMinimum !== undefined ? 'Above' : 'From'} ${low} to ${schema.maximum}.`;
   if (low !== undefined) return schema.exclusiveMinimum !== undefined ? `Above ${low}.` : `At least ${low}.`;
   if (schema.maximum !== undefined) return `At most ${schema.maximum}.`;
   return '';
@@ -69,12 +77,7 @@ function Field(props: {
   const { name, schema, value, onChange } = props;
   const type = typeOf(schema);
   const id = `option-${name}`;
-  const help = [
-    schema.description,
-    rangeText(schema),
-  ]
-    .filter(Boolean)
-    .join(' ');
+  const help = [schema.description, rangeText(schema)].filter(Boolean).join(' ');
   let input;
   if (isFileField(name)) {
     input = (
@@ -131,7 +134,13 @@ function Field(props: {
     <div className={`field ${type === 'boolean' ? 'field-check' : ''} ${props.errors.length ? 'field-invalid' : ''}`} data-field={name}>
       <label htmlFor={id}>
         {label(name)}
-        {props.required && <span className="required" title="required"> *</span>} <code className="muted small">{name}</code>
+        {props.required && (
+          <span className="required" title="required">
+            {' '}
+            *
+          </span>
+        )}{' '}
+        <code className="muted small">{name}</code>
       </label>
       {input}
       {help && <div className="muted small help">{help}</div>}

@@ -1,7 +1,8 @@
 // The operator's page: queue depth and recent failures, accounts and their plans, invitations.
 import { useEffect, useState, type FormEvent } from 'react';
 import { api } from '../api';
-import { CopyButton, ErrorBox, PageTitle, Pager, useAsync, useCursorPages } from '../components';
+import { CopyButton, ErrorBox, PageTitle, useAsync } from '../components';
+import { DataTable, Pager, usePagedList, type Column } from '../data-table';
 import { bytes, count, dateTime, relative } from '../format';
 
 interface AdminAccount {
@@ -15,11 +16,20 @@ interface AdminAccount {
   activeKeys: number;
 }
 
+interface Failure {
+  taskId: string;
+  type: string;
+  email: string;
+  error: { code: string; message: string };
+  attempts: number;
+  failedAt: string | null;
+}
+
 interface Queue {
   queued: number;
   processing: number;
   byKind: { type: string; status: string; count: number }[];
-  recentFailures: { taskId: string; type: string; email: string; error: { code: string; message: string }; attempts: number; failedAt: string | null }[];
+  recentFailures: Failure[];
 }
 
 interface Invite {
@@ -31,6 +41,35 @@ interface Invite {
   usedAt: string | null;
   usedBy: string | null;
 }
+
+function Stat({ value, label, testId }: { value: number; label: string; testId: string }) {
+  return (
+    <div className="stat">
+      <div className="stat-value" data-testid={testId}>
+        {count(value)}
+      </div>
+      <div className="muted">{label}</div>
+    </div>
+  );
+}
+
+const FAILURE_COLUMNS: Column<Failure>[] = [
+  { header: 'When', title: (f) => f.failedAt ?? undefined, cell: (f) => relative(f.failedAt) },
+  { header: 'Account', cell: (f) => f.email },
+  { header: 'Kind', cell: (f) => f.type },
+  {
+    header: 'Error',
+    className: 'wrap',
+    cell: (f) => (
+      <>
+        <strong>{f.error.code}</strong> {f.error.message}
+        <div className="muted small">
+          <code>{f.taskId}</code> · {f.attempts} attempt{f.attempts === 1 ? '' : 's'}
+        </div>
+      </>
+    ),
+  },
+];
 
 function QueueCard() {
   const queue = useAsync((signal) => api.get<Queue>('/dashboard-api/admin/queue', { signal }), []);
@@ -46,54 +85,12 @@ function QueueCard() {
       {q && (
         <>
           <div className="stats">
-            <div className="stat">
-              <div className="stat-value" data-testid="queue-queued">
-                {count(q.queued)}
-              </div>
-              <div className="muted">queued</div>
-            </div>
-            <div className="stat">
-              <div className="stat-value" data-testid="queue-processing">
-                {count(q.processing)}
-              </div>
-              <div className="muted">processing</div>
-            </div>
+            <Stat value={q.queued} label="queued" testId="queue-queued" />
+            <Stat value={q.processing} label="processing" testId="queue-processing" />
           </div>
-          {q.byKind.length > 0 && (
-            <p className="muted small">
-              {q.byKind.map((k) => `${k.type} ${k.status}: ${k.count}`).join(' · ')}
-            </p>
-          )}
+          {q.byKind.length > 0 && <p className="muted small">{q.byKind.map((k) => `${k.type} ${k.status}: ${k.count}`).join(' · ')}</p>}
           <h3>Recent failures</h3>
-          {q.recentFailures.length === 0 ? (
-            <p className="muted">None.</p>
-          ) : (
-            <table className="table compact" data-testid="failures">
-              <thead>
-                <tr>
-                  <th>When</th>
-                  <th>Account</th>
-                  <th>Kind</th>
-                  <th>Error</th>
-                </tr>
-              </thead>
-              <tbody>
-                {q.recentFailures.map((f) => (
-                  <tr key={f.taskId}>
-                    <td title={f.failedAt ?? ''}>{relative(f.failedAt)}</td>
-                    <td>{f.email}</td>
-                    <td>{f.type}</td>
-                    <td className="wrap">
-                      <strong>{f.error.code}</strong> {f.error.message}
-                      <div className="muted small">
-                        <code>{f.taskId}</code> · {f.attempts} attempt{f.attempts === 1 ? '' : 's'}
-                      </div>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          )}
+          <DataTable compact testId="failures" rows={q.recentFailures} columns={FAILURE_COLUMNS} rowKey={(f) => f.taskId} empty="None." />
         </>
       )}
     </section>
@@ -101,17 +98,12 @@ function QueueCard() {
 }
 
 function AccountsCard() {
-  const pages = useCursorPages();
   const [search, setSearch] = useState('');
   const [q, setQ] = useState('');
-  const list = useAsync(
-    (signal) =>
-      api.get<{ plans: string[]; accounts: AdminAccount[]; nextCursor: string | null }>(
-        `/dashboard-api/admin/accounts?limit=25${q ? `&q=${encodeURIComponent(q)}` : ''}${pages.cursor ? `&cursor=${encodeURIComponent(pages.cursor)}` : ''}`,
-        { signal },
-      ),
-    [q, pages.cursor],
-  );
+  const list = usePagedList<{ plans: string[]; accounts: AdminAccount[]; nextCursor: string | null }>('/dashboard-api/admin/accounts', {
+    limit: '25',
+    q,
+  });
   const [error, setError] = useState<unknown>();
   const [saved, setSaved] = useState<string>();
   const changePlan = async (account: AdminAccount, plan: string) => {
@@ -124,6 +116,30 @@ function AccountsCard() {
       setError(err);
     }
   };
+  const columns: Column<AdminAccount>[] = [
+    {
+      header: 'Email',
+      cell: (a) => (
+        <>
+          {a.email} {a.isAdmin && <span className="badge">operator</span>}
+        </>
+      ),
+    },
+    {
+      header: 'Plan',
+      cell: (a) => (
+        <select aria-label={`plan of ${a.email}`} value={a.plan} onChange={(e) => changePlan(a, e.target.value)}>
+          {(list.data?.plans ?? []).map((p) => (
+            <option key={p}>{p}</option>
+          ))}
+        </select>
+      ),
+    },
+    { header: 'Tasks this month', cell: (a) => count(a.monthlyTasks) },
+    { header: 'Storage', cell: (a) => bytes(a.storageBytes) },
+    { header: 'Active keys', cell: (a) => a.activeKeys },
+    { header: 'Created', title: (a) => a.createdAt, cell: (a) => dateTime(a.createdAt) },
+  ];
   return (
     <section className="card">
       <h2>Accounts</h2>
@@ -131,7 +147,7 @@ function AccountsCard() {
         className="form inline"
         onSubmit={(e) => {
           e.preventDefault();
-          pages.reset();
+          list.reset();
           setQ(search.trim());
         }}
       >
@@ -149,39 +165,14 @@ function AccountsCard() {
           {saved}
         </div>
       )}
-      <table className="table" data-testid="accounts-table">
-        <thead>
-          <tr>
-            <th>Email</th>
-            <th>Plan</th>
-            <th>Tasks this month</th>
-            <th>Storage</th>
-            <th>Active keys</th>
-            <th>Created</th>
-          </tr>
-        </thead>
-        <tbody>
-          {(list.data?.accounts ?? []).map((a) => (
-            <tr key={a.accountId} data-email={a.email}>
-              <td>
-                {a.email} {a.isAdmin && <span className="badge">operator</span>}
-              </td>
-              <td>
-                <select aria-label={`plan of ${a.email}`} value={a.plan} onChange={(e) => changePlan(a, e.target.value)}>
-                  {(list.data?.plans ?? []).map((p) => (
-                    <option key={p}>{p}</option>
-                  ))}
-                </select>
-              </td>
-              <td>{count(a.monthlyTasks)}</td>
-              <td>{bytes(a.storageBytes)}</td>
-              <td>{a.activeKeys}</td>
-              <td title={a.createdAt}>{dateTime(a.createdAt)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      <Pager page={pages.page} hasNext={!!list.data?.nextCursor} onNext={() => list.data?.nextCursor && pages.next(list.data.nextCursor)} onPrevious={pages.previous} />
+      <DataTable
+        testId="accounts-table"
+        rows={list.data?.accounts ?? []}
+        columns={columns}
+        rowKey={(a) => a.accountId}
+        rowAttributes={(a) => ({ 'data-email': a.email })}
+      />
+      <Pager list={list} />
     </section>
   );
 }
@@ -210,13 +201,35 @@ function InvitesCard() {
       setError(err);
     }
   };
+  const open = (i: Invite) => !i.usedAt && new Date(i.expiresAt).getTime() > Date.now();
+  const columns: Column<Invite>[] = [
+    { header: 'Code', cell: (i) => <code>{i.prefix}…</code> },
+    { header: 'For', cell: (i) => i.email ?? 'anyone' },
+    { header: 'Created', cell: (i) => dateTime(i.createdAt) },
+    {
+      header: 'Status',
+      cell: (i) => (i.usedAt ? `used by ${i.usedBy ?? '?'} ${relative(i.usedAt)}` : open(i) ? `open, expires ${relative(i.expiresAt)}` : 'expired'),
+    },
+    {
+      cell: (i) =>
+        open(i) && (
+          <button type="button" className="secondary" onClick={() => revoke(i.inviteId)}>
+            Revoke
+          </button>
+        ),
+    },
+  ];
   return (
     <section className="card">
       <h2>Invitations</h2>
       {list.data && (
         <p className="muted">
           Sign-up is <strong>{list.data.signupMode}</strong> (<code>SIGNUP_MODE</code>).{' '}
-          {list.data.signupMode === 'invite' ? 'New accounts need a code from here.' : list.data.signupMode === 'open' ? 'Anyone can sign up; codes are not needed.' : 'Nobody can sign up; create accounts with the CLI.'}
+          {list.data.signupMode === 'invite'
+            ? 'New accounts need a code from here.'
+            : list.data.signupMode === 'open'
+              ? 'Anyone can sign up; codes are not needed.'
+              : 'Nobody can sign up; create accounts with the CLI.'}
         </p>
       )}
       <form onSubmit={create} className="form inline">
@@ -236,41 +249,14 @@ function InvitesCard() {
         </div>
       )}
       <ErrorBox error={error ?? list.error} />
-      {(list.data?.invites.length ?? 0) > 0 && (
-        <table className="table compact">
-          <thead>
-            <tr>
-              <th>Code</th>
-              <th>For</th>
-              <th>Created</th>
-              <th>Status</th>
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {list.data!.invites.map((i) => {
-              const expired = !i.usedAt && new Date(i.expiresAt).getTime() <= Date.now();
-              return (
-                <tr key={i.inviteId}>
-                  <td>
-                    <code>{i.prefix}…</code>
-                  </td>
-                  <td>{i.email ?? 'anyone'}</td>
-                  <td>{dateTime(i.createdAt)}</td>
-                  <td>{i.usedAt ? `used by ${i.usedBy ?? '?'} ${relative(i.usedAt)}` : expired ? 'expired' : `open, expires ${relative(i.expiresAt)}`}</td>
-                  <td>
-                    {!i.usedAt && !expired && (
-                      <button type="button" className="secondary" onClick={() => revoke(i.inviteId)}>
-                        Revoke
-                      </button>
-                    )}
-                  </td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
-      )}
+      <DataTable
+        compact
+        rows={list.data?.invites ?? []}
+        columns={columns}
+        rowKey={(i) => i.inviteId}
+        empty="No invitations yet."
+        loading={list.loading}
+      />
     </section>
   );
 }

@@ -42,11 +42,81 @@ function useSubmit(url: string, body: () => unknown) {
   return { submit, error, busy };
 }
 
-export function LoginPage() {
-  const { info } = useSession();
+/** An auth page's form: its fields, the last try's error and the submit button. */
+function AuthForm({
+  form,
+  label,
+  busyLabel,
+  children,
+}: {
+  form: ReturnType<typeof useSubmit>;
+  label: string;
+  busyLabel: string;
+  children: ReactNode;
+}) {
+  return (
+    <form onSubmit={form.submit} className="form">
+      {children}
+      <ErrorBox error={form.error} />
+      <button type="submit" disabled={form.busy}>
+        {form.busy ? busyLabel : label}
+      </button>
+    </form>
+  );
+}
+
+function useCredentials() {
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
-  const { submit, error, busy } = useSubmit('/auth/login', () => ({ email, password }));
+  return { email, password, setEmail, setPassword };
+}
+
+/** The email and password fields; a new password is at least 8 characters. */
+function CredentialFields(props: ReturnType<typeof useCredentials> & { emailLabel?: string; newPassword?: boolean }) {
+  return (
+    <>
+      <label>
+        {props.emailLabel ?? 'Email'}
+        <input type="email" name="email" autoComplete="username" required value={props.email} onChange={(e) => props.setEmail(e.target.value)} />
+      </label>
+      <label>
+        Password
+        {props.newPassword && (
+          <>
+            {' '}
+            <span className="muted small">(at least 8 characters)</span>
+          </>
+        )}
+        <input
+          type="password"
+          name="password"
+          autoComplete={props.newPassword ? 'new-password' : 'current-password'}
+          minLength={props.newPassword ? 8 : undefined}
+          required
+          value={props.password}
+          onChange={(e) => props.setPassword(e.target.value)}
+        />
+      </label>
+    </>
+  );
+}
+
+/** A page with nothing to do on this installation: why, and the way to log in. */
+function NothingToDo({ title, children }: { title: string; children: ReactNode }) {
+  return (
+    <AuthCard title={title}>
+      <p>{children}</p>
+      <p>
+        <Link to="/login">Log in</Link>
+      </p>
+    </AuthCard>
+  );
+}
+
+export function LoginPage() {
+  const { info } = useSession();
+  const credentials = useCredentials();
+  const form = useSubmit('/auth/login', () => ({ email: credentials.email, password: credentials.password }));
   return (
     <AuthCard title="Log in">
       {info?.setupRequired && (
@@ -54,20 +124,9 @@ export function LoginPage() {
           This installation has no operator account yet. <Link to="/setup">Set it up</Link> with the one-time token printed in the server's log.
         </div>
       )}
-      <form onSubmit={submit} className="form">
-        <label>
-          Email
-          <input type="email" name="email" autoComplete="username" required value={email} onChange={(e) => setEmail(e.target.value)} />
-        </label>
-        <label>
-          Password
-          <input type="password" name="password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.target.value)} />
-        </label>
-        <ErrorBox error={error} />
-        <button type="submit" disabled={busy}>
-          {busy ? 'Logging in…' : 'Log in'}
-        </button>
-      </form>
+      <AuthForm form={form} label="Log in" busyLabel="Logging in…">
+        <CredentialFields {...credentials} />
+      </AuthForm>
       {info && info.signupMode !== 'closed' && (
         <p className="muted">
           No account? <Link to="/signup">Sign up</Link>
@@ -81,44 +140,25 @@ export function LoginPage() {
 export function SignupPage() {
   const { info } = useSession();
   const { query } = useLocation();
-  const [email, setEmail] = useState('');
-  const [password, setPassword] = useState('');
+  const credentials = useCredentials();
   const [inviteCode, setInviteCode] = useState(query.get('invite') ?? '');
   const mode = info?.signupMode;
-  const { submit, error, busy } = useSubmit('/auth/signup', () => ({ email, password, ...(inviteCode ? { inviteCode } : {}) }));
-  if (mode === 'closed') {
-    return (
-      <AuthCard title="Sign up">
-        <p>Sign-up is closed on this installation. Ask its operator for an account.</p>
-        <p>
-          <Link to="/login">Log in</Link>
-        </p>
-      </AuthCard>
-    );
-  }
+  const form = useSubmit('/auth/signup', () => ({ email: credentials.email, password: credentials.password, ...(inviteCode ? { inviteCode } : {}) }));
+  if (mode === 'closed') return <NothingToDo title="Sign up">Sign-up is closed on this installation. Ask its operator for an account.</NothingToDo>;
   return (
     <AuthCard title="Create your account">
-      <p className="muted">New accounts start on the Free plan: the dashboard and its playground, within the Free plan's limits. API keys work from the Pro plan on.</p>
-      <form onSubmit={submit} className="form">
-        <label>
-          Email
-          <input type="email" name="email" autoComplete="username" required value={email} onChange={(e) => setEmail(e.target.value)} />
-        </label>
-        <label>
-          Password <span className="muted small">(at least 8 characters)</span>
-          <input type="password" name="password" autoComplete="new-password" minLength={8} required value={password} onChange={(e) => setPassword(e.target.value)} />
-        </label>
+      <p className="muted">
+        New accounts start on the Free plan: the dashboard and its playground, within the Free plan's limits. API keys work from the Pro plan on.
+      </p>
+      <AuthForm form={form} label="Sign up" busyLabel="Creating…">
+        <CredentialFields {...credentials} newPassword />
         {mode === 'invite' && (
           <label>
             Invitation code
             <input name="inviteCode" required value={inviteCode} onChange={(e) => setInviteCode(e.target.value)} />
           </label>
         )}
-        <ErrorBox error={error} />
-        <button type="submit" disabled={busy}>
-          {busy ? 'Creating…' : 'Sign up'}
-        </button>
-      </form>
+      </AuthForm>
       <p className="muted">
         Have an account? <Link to="/login">Log in</Link>.
       </p>
@@ -129,43 +169,22 @@ export function SignupPage() {
 export function SetupPage() {
   const { info } = useSession();
   const [token, setToken] = useState('');
-  const [email, setEmail] = useState('');
-  const [password, setPassword] = useState('');
-  const { submit, error, busy } = useSubmit('/auth/setup', () => ({ token: token.trim(), email, password }));
-  if (info && !info.setupRequired) {
-    return (
-      <AuthCard title="Setup">
-        <p>This installation already has an operator account.</p>
-        <p>
-          <Link to="/login">Log in</Link>
-        </p>
-      </AuthCard>
-    );
-  }
+  const credentials = useCredentials();
+  const form = useSubmit('/auth/setup', () => ({ token: token.trim(), email: credentials.email, password: credentials.password }));
+  if (info && !info.setupRequired) return <NothingToDo title="Setup">This installation already has an operator account.</NothingToDo>;
   return (
     <AuthCard title="Set up this installation">
       <p className="muted">
-        Create the operator (administrator) account. The server printed a one-time setup token in its log when it started (look for
-        “No administrator account exists yet”). Operators can also run <code>imgapi users create --admin</code> instead.
+        Create the operator (administrator) account. The server printed a one-time setup token in its log when it started (look for “No administrator
+        account exists yet”). Operators can also run <code>imgapi users create --admin</code> instead.
       </p>
-      <form onSubmit={submit} className="form">
+      <AuthForm form={form} label="Create the operator account" busyLabel="Creating…">
         <label>
           Setup token
           <input name="token" autoComplete="off" spellCheck={false} required value={token} onChange={(e) => setToken(e.target.value)} />
         </label>
-        <label>
-          Operator email
-          <input type="email" name="email" autoComplete="username" required value={email} onChange={(e) => setEmail(e.target.value)} />
-        </label>
-        <label>
-          Password <span className="muted small">(at least 8 characters)</span>
-          <input type="password" name="password" autoComplete="new-password" minLength={8} required value={password} onChange={(e) => setPassword(e.target.value)} />
-        </label>
-        <ErrorBox error={error} />
-        <button type="submit" disabled={busy}>
-          {busy ? 'Creating…' : 'Create the operator account'}
-        </button>
-      </form>
+        <CredentialFields {...credentials} emailLabel="Operator email" newPassword />
+      </AuthForm>
     </AuthCard>
   );
 }

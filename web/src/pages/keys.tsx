@@ -2,6 +2,7 @@
 import { useState, type FormEvent } from 'react';
 import { api } from '../api';
 import { CopyButton, ErrorBox, PageTitle, useAsync } from '../components';
+import { DataTable, type Column } from '../data-table';
 import { dateTime, relative } from '../format';
 
 interface Key {
@@ -48,7 +49,42 @@ export function KeysPage() {
     }
   };
 
-  const keys = list.data?.keys ?? [];
+  const columns: Column<Key>[] = [
+    { header: 'Name', cell: (key) => key.name },
+    { header: 'Key', cell: (key) => <code>{key.prefix}…</code> },
+    { header: 'Created', title: (key) => key.createdAt, cell: (key) => dateTime(key.createdAt) },
+    { header: 'Last used', title: (key) => key.lastUsedAt ?? undefined, cell: (key) => relative(key.lastUsedAt) },
+    {
+      header: 'Status',
+      cell: (key) =>
+        key.revokedAt ? (
+          <span className="badge status-canceled">revoked {relative(key.revokedAt)}</span>
+        ) : (
+          <span className="badge status-completed">active</span>
+        ),
+    },
+    {
+      cell: (key) => (
+        <div className="actions">
+          {!key.revokedAt &&
+            (confirming === key.keyId ? (
+              <>
+                <button type="button" className="danger" onClick={() => revoke(key.keyId)}>
+                  Confirm revoke
+                </button>
+                <button type="button" className="secondary" onClick={() => setConfirming(undefined)}>
+                  Keep
+                </button>
+              </>
+            ) : (
+              <button type="button" className="secondary" onClick={() => setConfirming(key.keyId)}>
+                Revoke
+              </button>
+            ))}
+        </div>
+      ),
+    },
+  ];
   return (
     <>
       <PageTitle title="API keys" />
@@ -84,54 +120,15 @@ export function KeysPage() {
       </section>
       <section className="card">
         <h2>Your keys</h2>
-        {keys.length === 0 ? (
-          <p className="muted">{list.loading ? 'Loading…' : 'No keys yet.'}</p>
-        ) : (
-          <table className="table" data-testid="keys-table">
-            <thead>
-              <tr>
-                <th>Name</th>
-                <th>Key</th>
-                <th>Created</th>
-                <th>Last used</th>
-                <th>Status</th>
-                <th />
-              </tr>
-            </thead>
-            <tbody>
-              {keys.map((key) => (
-                <tr key={key.keyId} data-key-id={key.keyId}>
-                  <td>{key.name}</td>
-                  <td>
-                    <code>{key.prefix}…</code>
-                  </td>
-                  <td title={key.createdAt}>{dateTime(key.createdAt)}</td>
-                  <td title={key.lastUsedAt ?? ''}>{relative(key.lastUsedAt)}</td>
-                  <td>{key.revokedAt ? <span className="badge status-canceled">revoked {relative(key.revokedAt)}</span> : <span className="badge status-completed">active</span>}</td>
-                  <td>
-<div className="actions">
-                    {!key.revokedAt &&
-                      (confirming === key.keyId ? (
-                        <>
-                          <button type="button" className="danger" onClick={() => revoke(key.keyId)}>
-                            Confirm revoke
-                          </button>
-                          <button type="button" className="secondary" onClick={() => setConfirming(undefined)}>
-                            Keep
-                          </button>
-                        </>
-                      ) : (
-                        <button type="button" className="secondary" onClick={() => setConfirming(key.keyId)}>
-                          Revoke
-                        </button>
-                      ))}
-                  </div>
-</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        )}
+        <DataTable
+          testId="keys-table"
+          rows={list.data?.keys ?? []}
+          columns={columns}
+          rowKey={(key) => key.keyId}
+          rowAttributes={(key) => ({ 'data-key-id': key.keyId })}
+          empty="No keys yet."
+          loading={list.loading}
+        />
       </section>
     </>
   );

@@ -81,27 +81,25 @@ export function OverviewPage() {
             </h2>
             {!a.limits.apiAccess && (
               <div className="notice">
-                The Free plan has no API access: use the <Link to="/playground">playground</Link>. API keys you create start working when the operator moves
-                the account to Pro or Max.
+                The Free plan has no API access: use the <Link to="/playground">playground</Link>. API keys you create start working when the operator
+                moves the account to Pro or Max.
               </div>
             )}
             <UsageBar
               testId="usage-monthly"
               label="Tasks this month"
-              used={a.usage.monthlyTasks.used}
-              limit={a.usage.monthlyTasks.limit}
+              usage={a.usage.monthlyTasks}
               format={count}
               note={`Resets ${dateTime(a.usage.monthlyTasks.resetsAt)}`}
             />
             <UsageBar
               testId="usage-batch"
               label="Batch files today"
-              used={a.usage.dailyBatchFiles.used}
-              limit={a.usage.dailyBatchFiles.limit}
+              usage={a.usage.dailyBatchFiles}
               format={count}
               note={a.usage.dailyBatchFiles.limit > 0 ? `Resets ${dateTime(a.usage.dailyBatchFiles.resetsAt)}` : 'Batches are not part of this plan'}
             />
-            <UsageBar testId="usage-storage" label="Storage" used={a.usage.storageBytes.used} limit={a.usage.storageBytes.limit} format={bytes} />
+            <UsageBar testId="usage-storage" label="Storage" usage={a.usage.storageBytes} format={bytes} />
           </section>
           <section className="card">
             <h2>Limits of the {a.plan} plan</h2>

@@ -69,7 +69,10 @@ async function followAll(runs: Run[], update: (task: ApiTask) => void, signal: A
 }
 
 export function PlaygroundPage() {
-  const catalogue = useAsync((signal) => api.get<{ operations: Operation[]; limits: { batchSize: number; maxFileBytes: number } }>('/dashboard-api/operations', { signal }), []);
+  const catalogue = useAsync(
+    (signal) => api.get<{ operations: Operation[]; limits: { batchSize: number; maxFileBytes: number } }>('/dashboard-api/operations', { signal }),
+    [],
+  );
   const operations = catalogue.data?.operations ?? [];
   const limits = catalogue.data?.limits;
   const [kind, setKind] = useState('compress');
@@ -94,7 +97,8 @@ export function PlaygroundPage() {
     [],
   );
 
-  const update = (localId: number, change: Partial<Picked>) => setPicked((list) => list.map((p) => (p.localId === localId ? { ...p, ...change } : p)));
+  const update = (localId: number, change: Partial<Picked>) =>
+    setPicked((list) => list.map((p) => (p.localId === localId ? { ...p, ...change } : p)));
 
   const addFiles = (files: FileList | File[]) => {
     const added: Picked[] = [...files].map((file) => ({
@@ -140,7 +144,8 @@ export function PlaygroundPage() {
     const ids = ready.map((p) => p.uploaded!.fileId);
     if (op.multiInput) return { mode: 'multi' as const, ids, text: `one ${op.kind} task with ${ids.length} file${ids.length === 1 ? '' : 's'}` };
     if (ids.length === 1) return { mode: 'single' as const, ids, text: `one ${op.kind} task` };
-    if (op.batch && limits && ids.length <= limits.batchSize) return { mode: 'batch' as const, ids, text: `a batch of ${ids.length} ${op.kind} tasks` };
+    if (op.batch && limits && ids.length <= limits.batchSize)
+      return { mode: 'batch' as const, ids, text: `a batch of ${ids.length} ${op.kind} tasks` };
     return {
       mode: 'each' as const,
       ids,
@@ -164,7 +169,11 @@ export function PlaygroundPage() {
         const queued = await api.post<{ taskId: string }>(`/api/process/${op.kind}`, { fileIds: plan.ids, ...body }, { headers: headers() });
         started = [{ taskId: queued.taskId, label: `${plan.ids.length} files` }];
       } else if (plan.mode === 'batch') {
-        const queued = await api.post<{ batchId: string; tasks: { taskId: string; fileId: string }[] }>(`/api/process/batch/${op.kind}`, { fileIds: plan.ids, ...body }, { headers: headers() });
+        const queued = await api.post<{ batchId: string; tasks: { taskId: string; fileId: string }[] }>(
+          `/api/process/batch/${op.kind}`,
+          { fileIds: plan.ids, ...body },
+          { headers: headers() },
+        );
         started = queued.tasks.map((t) => ({ taskId: t.taskId, label: names.get(t.fileId) ?? t.fileId, inputSize: sizes.get(t.fileId) }));
         setNote(`Batch ${queued.batchId}`);
       } else {
@@ -176,9 +185,11 @@ export function PlaygroundPage() {
       setRuns(started);
       const controller = new AbortController();
       follow.current = controller;
-      followAll(started, (task) => setRuns((list) => list.map((r) => (r.taskId === task.taskId ? { ...r, task } : r))), controller.signal).catch((err) => {
-        if (!controller.signal.aborted) setSubmitError(err);
-      });
+      followAll(started, (task) => setRuns((list) => list.map((r) => (r.taskId === task.taskId ? { ...r, task } : r))), controller.signal).catch(
+        (err) => {
+          if (!controller.signal.aborted) setSubmitError(err);
+        },
+      );
     } catch (err) {
       setSubmitError(err);
     } finally {
@@ -229,12 +240,19 @@ export function PlaygroundPage() {
             <ul className="picked" data-testid="picked-files">
               {picked.map((p) => (
                 <li key={p.localId} data-state={p.state}>
-                  <div className="thumb">{p.localUrl ? <img src={p.localUrl} alt={p.file.name} /> : <span className="thumb-placeholder">{p.uploaded?.format?.toUpperCase() ?? '…'}</span>}</div>
+                  <div className="thumb">
+                    {p.localUrl ? (
+                      <img src={p.localUrl} alt={p.file.name} />
+                    ) : (
+                      <span className="thumb-placeholder">{p.uploaded?.format?.toUpperCase() ?? '…'}</span>
+                    )}
+                  </div>
                   <div className="picked-body">
                     <div className="picked-name">{p.file.name}</div>
                     <div className="muted small">
                       {bytes(p.file.size)}
-                      {p.uploaded && ` · ${p.uploaded.format}${p.uploaded.width ? ` ${p.uploaded.width}×${p.uploaded.height}` : ''} · ${p.uploaded.fileId}`}
+                      {p.uploaded &&
+                        ` · ${p.uploaded.format}${p.uploaded.width ? ` ${p.uploaded.width}×${p.uploaded.height}` : ''} · ${p.uploaded.fileId}`}
                     </div>
                     {p.state === 'uploading' && <ProgressBar value={p.progress} label={`upload of ${p.file.name}`} />}
                     {p.state === 'failed' && <ErrorBox error={p.error} />}
@@ -311,7 +329,9 @@ export function PlaygroundPage() {
                           {r.task.result.width ? ` · ${r.task.result.width}×${r.task.result.height}` : ''}
                           {r.task.result.pages ? ` · ${r.task.result.pages} pages` : ''}
                           {r.task.result.size !== undefined ? ` · ${bytes(r.task.result.size)}` : ''}
-                          {r.task.result.size !== undefined && r.inputSize ? ` (${bytes(r.inputSize)} before, ${savings(r.inputSize, r.task.result.size)})` : ''}
+                          {r.task.result.size !== undefined && r.inputSize
+                            ? ` (${bytes(r.inputSize)} before, ${savings(r.inputSize, r.task.result.size)})`
+                            : ''}
                         </p>
                       )}
                       <a className="button" href={downloadUrl(r.task.outputFileId)} download data-testid="result-download">

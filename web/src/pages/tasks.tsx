@@ -1,24 +1,15 @@
 // Tasks: the list (filter by status, refreshed while any is unfinished) and one task's page,
 // which follows the task live (long-poll GET /api/tasks/{id}?wait=) until it finishes.
 import { useEffect, useState } from 'react';
-import { api, downloadUrl, isFinished, type ApiTask, type TaskStatus } from '../api';
-import { ErrorBox, PageTitle, Pager, ProgressBar, StatusBadge, Thumb, useAsync, useCursorPages } from '../components';
+import { api, downloadUrl, isFinished, TASK_STATUSES, type ApiTask } from '../api';
+import { ErrorBox, PageTitle, ProgressBar, StatusBadge, Thumb } from '../components';
+import { DataTable, Pager, usePagedList, type Column } from '../data-table';
 import { bytes, dateTime } from '../format';
 import { Link } from '../router';
 
-const STATUSES: TaskStatus[] = ['queued', 'processing', 'completed', 'failed', 'canceled'];
-
 export function TasksPage() {
-  const pages = useCursorPages();
   const [status, setStatus] = useState('');
-  const list = useAsync(
-    (signal) =>
-      api.get<{ tasks: ApiTask[]; nextCursor: string | null }>(
-        `/api/tasks?limit=20${status ? `&status=${status}` : ''}${pages.cursor ? `&cursor=${encodeURIComponent(pages.cursor)}` : ''}`,
-        { signal },
-      ),
-    [pages.cursor, status],
-  );
+  const list = usePagedList<{ tasks: ApiTask[]; nextCursor: string | null }>('/api/tasks', { limit: '20', status });
   const tasks = list.data?.tasks ?? [];
   const unfinished = tasks.some((t) => !isFinished(t.status));
   useEffect(() => {
@@ -26,6 +17,64 @@ export function TasksPage() {
     const timer = setTimeout(list.reload, 2000);
     return () => clearTimeout(timer);
   }, [unfinished, list.data, list.reload]);
+  const columns: Column<ApiTask>[] = [
+    {
+      cell: (task) =>
+        task.outputFileId && task.status === 'completed' ? (
+          <Thumb fileId={task.outputFileId} alt={`output of ${task.taskId}`} box={128} />
+        ) : (
+          <div className="thumb" />
+        ),
+    },
+    {
+      header: 'Task',
+      cell: (task) => (
+        <>
+          <Link to={`/tasks/${task.taskId}`}>
+            <code>{task.taskId}</code>
+          </Link>
+          {task.batchId && <div className="muted small">batch {task.batchId}</div>}
+        </>
+      ),
+    },
+    { header: 'Kind', cell: (task) => task.type },
+    {
+      header: 'Status',
+      cell: (task) => (
+        <>
+          <StatusBadge status={task.status} />
+          {task.status === 'processing' && <ProgressBar value={task.progress} label={`progress of ${task.taskId}`} />}
+        </>
+      ),
+    },
+    { header: 'Created', title: (task) => task.createdAt, cell: (task) => dateTime(task.createdAt) },
+    {
+      header: 'Result',
+      className: 'wrap',
+      cell: (task) => (
+        <>
+          {task.error && (
+            <span className="error-text">
+              <strong>{task.error.code}</strong> {task.error.message}
+            </span>
+          )}
+          {task.result &&
+            `${task.result.format ?? ''} ${task.result.width ? `${task.result.width}×${task.result.height}` : ''} ${task.result.size !== undefined ? bytes(task.result.size) : ''}`}
+        </>
+      ),
+    },
+    {
+      cell: (task) => (
+        <div className="actions">
+          {task.outputFileId && task.status === 'completed' && (
+            <a className="button secondary" href={downloadUrl(task.outputFileId)} download>
+              Download
+            </a>
+          )}
+        </div>
+      ),
+    },
+  ];
   return (
     <>
       <PageTitle title="Tasks">
@@ -35,11 +84,11 @@ export function TasksPage() {
             value={status}
             onChange={(e) => {
               setStatus(e.target.value);
-              pages.reset();
+              list.reset();
             }}
           >
             <option value="">all</option>
-            {STATUSES.map((s) => (
+            {TASK_STATUSES.map((s) => (
               <option key={s}>{s}</option>
             ))}
           </select>
@@ -47,60 +96,16 @@ export function TasksPage() {
       </PageTitle>
       <ErrorBox error={list.error} />
       <section className="card">
-        {tasks.length === 0 ? (
-          <p className="muted">{list.loading ? 'Loading…' : 'No tasks. Start one in the playground.'}</p>
-        ) : (
-          <table className="table" data-testid="tasks-table">
-            <thead>
-              <tr>
-                <th />
-                <th>Task</th>
-                <th>Kind</th>
-                <th>Status</th>
-                <th>Created</th>
-                <th>Result</th>
-                <th />
-              </tr>
-            </thead>
-            <tbody>
-              {tasks.map((task) => (
-                <tr key={task.taskId} data-task-id={task.taskId}>
-                  <td>{task.outputFileId && task.status === 'completed' ? <Thumb fileId={task.outputFileId} alt={`output of ${task.taskId}`} box={128} /> : <div className="thumb" />}</td>
-                  <td>
-                    <Link to={`/tasks/${task.taskId}`}>
-                      <code>{task.taskId}</code>
-                    </Link>
-                    {task.batchId && <div className="muted small">batch {task.batchId}</div>}
-                  </td>
-                  <td>{task.type}</td>
-                  <td>
-                    <StatusBadge status={task.status} />
-                    {task.status === 'processing' && <ProgressBar value={task.progress} label={`progress of ${task.taskId}`} />}
-                  </td>
-                  <td title={task.createdAt}>{dateTime(task.createdAt)}</td>
-                  <td className="wrap">
-                    {task.error && (
-                      <span className="error-text">
-                        <strong>{task.error.code}</strong> {task.error.message}
-                      </span>
-                    )}
-                    {task.result && `${task.result.format ?? ''} ${task.result.width ? `${task.result.width}×${task.result.height}` : ''} ${task.result.size !== undefined ? bytes(task.result.size) : ''}`}
-                  </td>
-                  <td>
-<div className="actions">
-                    {task.outputFileId && task.status === 'completed' && (
-                      <a className="button secondary" href={downloadUrl(task.outputFileId)} download>
-                        Download
-                      </a>
-                    )}
-                  </div>
-</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        )}
-        <Pager page={pages.page} hasNext={!!list.data?.nextCursor} onNext={() => list.data?.nextCursor && pages.next(list.data.nextCursor)} onPrevious={pages.previous} />
+        <DataTable
+          testId="tasks-table"
+          rows={tasks}
+          columns={columns}
+          rowKey={(task) => task.taskId}
+          rowAttributes={(task) => ({ 'data-task-id': task.taskId })}
+          empty="No tasks. Start one in the playground."
+          loading={list.loading}
+        />
+        <Pager list={list} />
       </section>
     </>
   );

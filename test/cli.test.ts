@@ -8,7 +8,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { after, describe, it, type TestContext } from 'node:test';
 import pino from 'pino';
-import { REPO_ROOT, freshDatabase, sleep, tempDir } from './helpers.js';
+import { REPO_ROOT, apiFetch, freshDatabase, sleep, tempDir } from './helpers.js';
 import { loadConfig } from '../src/config.js';
 import { createServices } from '../src/services.js';
 import { findAccountByEmail, verifyPassword } from '../src/accounts/accounts.js';
@@ -20,7 +20,19 @@ const KEY_PATTERN = /^ik_[A-Za-z0-9_-]{20,}$/;
 const STACK_LINE = /^ {4}at /m;
 
 // The CLI must see only what a test gives it, not the configuration of the shell running the tests.
-const CONFIG_VARS = ['PORT', 'HOST', 'PUBLIC_URL', 'DATA_DIR', 'DATABASE_URL', 'PLANS_FILE', 'WORKER_CONCURRENCY', 'TASK_TIMEOUT_SECONDS', 'TASK_LEASE_SECONDS', 'QUEUE_POLL_MS', 'LOG_LEVEL'];
+const CONFIG_VARS = [
+  'PORT',
+  'HOST',
+  'PUBLIC_URL',
+  'DATA_DIR',
+  'DATABASE_URL',
+  'PLANS_FILE',
+  'WORKER_CONCURRENCY',
+  'TASK_TIMEOUT_SECONDS',
+  'TASK_LEASE_SECONDS',
+  'QUEUE_POLL_MS',
+  'LOG_LEVEL',
+];
 const baseEnv: Record<string, string> = Object.fromEntries(
   Object.entries(process.env).filter((entry): entry is [string, string] => entry[1] !== undefined && !CONFIG_VARS.includes(entry[0])),
 );
@@ -130,7 +142,8 @@ async function serve(env: Record<string, string>): Promise<Serving> {
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`serve exited early (${child.exitCode ?? child.signalCode}):\n${output}`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`serve exited early (${child.exitCode ?? child.signalCode}):\n${output}`);
     try {
       const response = await fetch(`${url}/healthz`);
       if (response.status === 200) break;
@@ -158,8 +171,22 @@ async function stop(server: Serving, timeoutMs = 10_000): Promise<{ code: number
 }
 
 async function getAccount(url: string, key: string): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${url}/api/account`, { headers: { 'x-api-key': key } });
-  return { status: response.status, body: await response.json() };
+  const { response, body } = await apiFetch(`${url}/api/account`, { headers: { 'x-api-key': key } });
+  return { status: response.status, body: JSON.parse(body.toString('utf8')) };
+}
+
+/**
+ * GET /api/account once a change made by another process shows: a server keeps a key's account
+ * and plan for up to KEY_CACHE_MS (under a second), so it is asked until `applied`, for at most
+ * three seconds (the last answer is returned either way, for the caller's assertions).
+ */
+async function getAccountOnceApplied(url: string, key: string, applied: (answer: { status: number; body: any }) => boolean) {
+  const deadline = Date.now() + 3000;
+  for (;;) {
+    const answer = await getAccount(url, key);
+    if (applied(answer) || Date.now() > deadline) return answer;
+    await sleep(50);
+  }
 }
 
 /** A fresh DATA_DIR for one test, removed after it. */
@@ -260,17 +287,20 @@ describe('imgapi CLI', { concurrency: 2 }, () => {
         cli(['users', 'set-plan', '--email', 'a@example.com', '--plan', 'gold'], env),
       ]);
       assertCleanFailure(badPlan, '"gold"', 'set-plan to unknown plan');
-      account = await getAccount(server.url, key);
+      account = await getAccountOnceApplied(server.url, key, (a) => a.body.data?.plan === 'max');
       assert.equal(account.status, 200, JSON.stringify(account.body));
       assert.equal(account.body.data.plan, 'max');
 
       await ok(['users', 'set-plan', '--email', 'a@example.com', '--plan', 'free'], env);
-      account = await getAccount(server.url, key);
+      account = await getAccountOnceApplied(server.url, key, (a) => a.status !== 200);
       assert.equal(account.status, 403, JSON.stringify(account.body));
       assert.equal(account.body.error.code, 'PLAN_NO_API_ACCESS');
 
-      const [, list] = await Promise.all([ok(['users', 'set-plan', '--email', 'a@example.com', '--plan', 'pro'], env), ok(['keys', 'list', '--email', 'a@example.com'], env)]);
-      assert.equal((await getAccount(server.url, key)).status, 200);
+      const [, list] = await Promise.all([
+        ok(['users', 'set-plan', '--email', 'a@example.com', '--plan', 'pro'], env),
+        ok(['keys', 'list', '--email', 'a@example.com'], env),
+      ]);
+      assert.equal((await getAccountOnceApplied(server.url, key, (a) => a.status === 200)).status, 200);
       const rows = list.stdout.trim().split('\n');
       assert.equal(rows.length, 1, list.stdout);
       const [keyId, prefix, name] = rows[0]!.split('\t');
@@ -281,12 +311,18 @@ describe('imgapi CLI', { concurrency: 2 }, () => {
       assert.doesNotMatch(list.stdout, new RegExp(key));
       assert.match(rows[0]!, /last used \d{4}-/, 'the server recorded the key as used');
 
-      const [unknownKey] = await Promise.all([cli(['keys', 'revoke', '--email', 'a@example.com', '--id', 'key_nope'], env), ok(['keys', 'revoke', '--email', 'a@example.com', '--id', keyId!], env)]);
+      const [unknownKey] = await Promise.all([
+        cli(['keys', 'revoke', '--email', 'a@example.com', '--id', 'key_nope'], env),
+        ok(['keys', 'revoke', '--email', 'a@example.com', '--id', keyId!], env),
+      ]);
       assertCleanFailure(unknownKey, 'key_nope', 'revoke unknown key');
-      account = await getAccount(server.url, key);
+      account = await getAccountOnceApplied(server.url, key, (a) => a.status !== 200);
       assert.equal(account.status, 401, JSON.stringify(account.body));
       assert.equal(account.body.error.code, 'API_KEY_INVALID');
-      const [listed, twice] = await Promise.all([ok(['keys', 'list', '--email', 'a@example.com'], env), cli(['keys', 'revoke', '--email', 'a@example.com', '--id', keyId!], env)]);
+      const [listed, twice] = await Promise.all([
+        ok(['keys', 'list', '--email', 'a@example.com'], env),
+        cli(['keys', 'revoke', '--email', 'a@example.com', '--id', keyId!], env),
+      ]);
       assert.match(listed.stdout, /\trevoked \d{4}-/);
       assertCleanFailure(twice, keyId!, 'revoke twice');
     } finally {
@@ -311,7 +347,11 @@ describe('imgapi CLI', { concurrency: 2 }, () => {
     const env = { ...base, DATABASE_URL: database.url };
 
     await ok(['users', 'create', '--email', 'pg@example.com', '--plan', 'pro'], env);
-    assertCleanFailure(await cli(['users', 'create', '--email', 'pg@example.com', '--plan', 'pro'], env), 'already exists', 'duplicate account (postgres)');
+    assertCleanFailure(
+      await cli(['users', 'create', '--email', 'pg@example.com', '--plan', 'pro'], env),
+      'already exists',
+      'duplicate account (postgres)',
+    );
     const key = (await ok(['keys', 'create', '--email', 'pg@example.com', '--name', 'ci'], env)).stdout.trim();
     assert.match(key, KEY_PATTERN);
     // Nothing went to the SQLite default in DATA_DIR.
@@ -391,7 +431,12 @@ describe('imgapi CLI', { concurrency: 2 }, () => {
         ['DATA_DIR is a regular file', { DATA_DIR: regularFile }, 'DATA_DIR', ['serve']],
         // Root ignores permission bits, but nobody can create a directory under a regular file.
         ['DATA_DIR cannot be created', { DATA_DIR: path.join(regularFile, 'sub') }, 'DATA_DIR', ['serve']],
-        ['DATA_DIR cannot be created (operator command)', { DATA_DIR: path.join(regularFile, 'sub') }, 'DATA_DIR', ['keys', 'list', '--email', 'a@example.com']],
+        [
+          'DATA_DIR cannot be created (operator command)',
+          { DATA_DIR: path.join(regularFile, 'sub') },
+          'DATA_DIR',
+          ['keys', 'list', '--email', 'a@example.com'],
+        ],
         ['PORT not a number', { PORT: 'notaport' }, 'PORT', ['serve']],
         ['PORT already in use', { PORT: heldPort, HOST: '127.0.0.1' }, 'PORT', ['serve']],
         // Every problem is reported at once (the second is checked below).

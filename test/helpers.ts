@@ -8,13 +8,16 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
-import { buildApp } from '../src/app.js';
+import { buildApp } from '../src/http/app.js';
 import type { Clock } from '../src/clock.js';
 import { loadConfig, type Config } from '../src/config.js';
 import { createServices, type Services } from '../src/services.js';
 import { WorkerPool } from '../src/worker/worker.js';
 import { createAccount, createApiKey } from '../src/accounts/accounts.js';
 import type { PlanName } from '../src/accounts/plans.js';
+import { recordOutputs, type StoredOutput } from '../src/files/files.js';
+import type { TaskQueue, TaskRow } from '../src/queue/queue.js';
+import { assertMatchesContract } from './openapi-contract.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));
 export const CORPUS = path.resolve(REPO_ROOT, '../shared/corpus');
@@ -73,6 +76,32 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
+/**
+ * Completes a claimed task as a worker does: TaskQueue.complete, with the files module recording
+ * `outputs` in its transaction. For tests that drive the queue by hand.
+ */
+export function completeTask(
+  queue: TaskQueue,
+  task: TaskRow,
+  workerId: string,
+  outputs: StoredOutput[] = [],
+  terms: { result?: Record<string, unknown>; retentionMs?: number; storageLimit?: number } = {},
+): Promise<boolean> {
+  return queue.complete({
+    task,
+    workerId,
+    result: terms.result ?? {},
+    outputFileIds: outputs.map((o) => o.fileId),
+    bundled: false,
+    recordOutputs: (tx, now) =>
+      recordOutputs(tx, { id: task.id, accountId: task.account_id }, outputs, {
+        now,
+        retentionMs: terms.retentionMs ?? 1000,
+        storageLimit: terms.storageLimit ?? Number.MAX_SAFE_INTEGER,
+      }),
+  });
+}
+
 export async function startServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dataDir = tempDir();
   const database = await freshDatabase(options.dialect ?? 'sqlite', dataDir);
@@ -93,7 +122,8 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
   const config = loadConfig(env);
   const services = await createServices(config, { clock: options.clock, logger: pino({ level: 'silent' }) });
   const app = await buildApp(services);
-  await app.listen({ port: 0, host: '127.0.0.1' });
+  // PORT is 0 (any free port) unless a test needs a known one (PUBLIC_URL, say: presigned URLs name it).
+  await app.listen({ port: config.port, host: '127.0.0.1' });
   const address = app.server.address();
   const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
   const workers = new WorkerPool(services, options.workers ?? 2);
@@ -109,12 +139,19 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
     dataDir,
     databaseUrl: database.url,
     async newKey(plan: PlanName = 'pro') {
-      const account = await createAccount(services.database, services.clock, { email: `user${++accounts}-${crypto.randomBytes(3).toString('hex')}@example.com`, plan });
+      const account = await createAccount(services.database, services.clock, {
+        email: `user${++accounts}-${crypto.randomBytes(3).toString('hex')}@example.com`,
+        plan,
+      });
       return (await createApiKey(services.database, services.clock, account.id, 'test')).key;
     },
     async close() {
       await workers.stop(2000);
-      await app.close();
+      // A response the client has read to its end may not have ended on the server yet: close
+      // what is left instead of waiting for keep-alive connections to go idle.
+      const closing = app.close();
+      app.server.closeAllConnections();
+      await closing;
       await services.close();
       await database.drop();
       fs.rmSync(dataDir, { recursive: true, force: true });
@@ -123,6 +160,22 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
 }
 
 // A small HTTP client for the API ---------------------------------------------------------
+
+/**
+ * fetch for this service: the response, its body read whole, held to the server's OpenAPI
+ * document (test/openapi-contract.ts). Everything the tests send the service goes through here.
+ */
+export async function apiFetch(url: string, init: RequestInit = {}): Promise<{ response: Response; body: Buffer }> {
+  const response = await fetch(url, init);
+  const body = Buffer.from(await response.arrayBuffer());
+  await assertMatchesContract({ method: init.method ?? 'GET', url, status: response.status, headers: response.headers, body });
+  return { response, body };
+}
+
+/** A body as the tests read it: parsed JSON when it says so, else the bytes. */
+export function parseBody(response: Response, body: Buffer): unknown {
+  return (response.headers.get('content-type') ?? '').includes('application/json') && body.length > 0 ? JSON.parse(body.toString('utf8')) : body;
+}
 
 export interface ApiResponse<T = any> {
   status: number;
@@ -136,17 +189,19 @@ export class Client {
     readonly key?: string,
   ) {}
 
-  async request<T = any>(method: string, route: string, init: { json?: unknown; headers?: Record<string, string>; body?: BodyInit } = {}): Promise<ApiResponse<T>> {
+  async request<T = any>(
+    method: string,
+    route: string,
+    init: { json?: unknown; headers?: Record<string, string>; body?: BodyInit } = {},
+  ): Promise<ApiResponse<T>> {
     const headers: Record<string, string> = { ...(this.key ? { 'x-api-key': this.key } : {}), ...init.headers };
     let body = init.body;
     if (init.json !== undefined) {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(init.json);
     }
-    const response = await fetch(this.baseUrl + route, { method, headers, body });
-    const type = response.headers.get('content-type') ?? '';
-    const parsed = type.includes('application/json') ? await response.json() : Buffer.from(await response.arrayBuffer());
-    return { status: response.status, headers: response.headers, body: parsed as T };
+    const { response, body: bytes } = await apiFetch(this.baseUrl + route, { method, headers, body });
+    return { status: response.status, headers: response.headers, body: parseBody(response, bytes) as T };
   }
 
   get<T = any>(route: string, headers?: Record<string, string>) {

@@ -12,7 +12,14 @@ export interface S3Server {
   /** The service's environment for this server (STORAGE=s3 and the rest). */
   env: Record<string, string>;
   /** The storage config for an S3Storage built directly. */
-  storageConfig: { kind: 's3'; bucket: string; endpoint: string; region: string; forcePathStyle: boolean; credentials: { accessKeyId: string; secretAccessKey: string } };
+  storageConfig: {
+    kind: 's3';
+    bucket: string;
+    endpoint: string;
+    region: string;
+    forcePathStyle: boolean;
+    credentials: { accessKeyId: string; secretAccessKey: string };
+  };
   /** Every key in the bucket under `prefix`. */
   listKeys(prefix?: string): Promise<string[]>;
   stop(): Promise<void>;

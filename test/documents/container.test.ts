@@ -91,9 +91,41 @@ describe('presentation containers', () => {
     assert.equal((await identify(corpusFile('presentations/poi/SampleShow.ppt'))).format, 'ppt');
     assert.equal((await identify(corpusFile('presentations/tika/testPPT_2imgs.ppt'))).encrypted, false);
     assert.equal((await identify(corpusFile('presentations/tika/testODP_NPE.odp'))).format, 'odp');
-    assert.deepEqual(await identify(corpusFile('presentations/poi/ppt_with_png_encrypted.ppt')), { format: 'ppt', mimeType: 'application/vnd.ms-powerpoint', encrypted: true });
+    assert.deepEqual(await identify(corpusFile('presentations/poi/ppt_with_png_encrypted.ppt')), {
+      format: 'ppt',
+      mimeType: 'application/vnd.ms-powerpoint',
+      encrypted: true,
+    });
     assert.equal((await identify(corpusFile('presentations/tika/testPPT_protected_passtika.pptx'))).encrypted, true);
     await assert.rejects(identify(corpusFile('presentations/poi/clusterfuzz-POIXSLFFuzzer-6254434927378432.pptx')), NotAPresentation);
+  });
+
+  it('macros: decks in the accepted formats are accepted with their macros (never run); the macro-enabled formats are refused', async () => {
+    // The corpus's ODP with a Basic macro is a deck to render (MANIFEST: decodable); the
+    // converter runs with macros disabled (presentations.test.ts proves one never runs).
+    assert.equal((await identify(corpusFile('presentations/tika/testODPMacro.odp'))).format, 'odp');
+    // A PPTX package that also carries a VBA project is still a PPTX.
+    const withVba = handMadeZip([
+      { name: '[Content_Types].xml', data: CONTENT_TYPES },
+      { name: 'ppt/presentation.xml', data: Buffer.from('<p/>') },
+      { name: 'ppt/vbaProject.bin', data: Buffer.alloc(512, 1) },
+    ]);
+    assert.equal((await identify(withVba)).format, 'pptx');
+    // PPTM, PPSM and POTM are formats of their own, outside the accepted list: refused, saying why.
+    for (const kind of ['presentation', 'slideshow', 'template']) {
+      const types = CONTENT_TYPES.toString().replace(
+        'application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml',
+        `application/vnd.ms-powerpoint.${kind}.macroEnabled.main+xml`,
+      );
+      const macroEnabled = handMadeZip([
+        { name: '[Content_Types].xml', data: Buffer.from(types) },
+        { name: 'ppt/presentation.xml', data: Buffer.from('<p/>') },
+      ]);
+      await assert.rejects(
+        identify(macroEnabled),
+        (err: unknown) => err instanceof NotAPresentation && /Macro-enabled presentations .* save the deck as PPTX/.test(err.message),
+      );
+    }
   });
 
   it('refuses damaged OLE2 files without reading past their end', async () => {
@@ -105,7 +137,10 @@ describe('presentation containers', () => {
   });
 
   it('refuses at upload a package whose declared expansion is past the bound', async () => {
-    const small = handMadeZip([{ name: '[Content_Types].xml', data: CONTENT_TYPES }, { name: 'ppt/presentation.xml', data: Buffer.from('<p/>') }]);
+    const small = handMadeZip([
+      { name: '[Content_Types].xml', data: CONTENT_TYPES },
+      { name: 'ppt/presentation.xml', data: Buffer.from('<p/>') },
+    ]);
     assert.equal((await identify(small)).format, 'pptx');
     const perPart = 0xffff0000;
     const parts = Math.ceil(MAX_EXPANDED_BYTES / perPart) + 1;
@@ -118,19 +153,56 @@ describe('presentation containers', () => {
 
   it('before conversion, inflates every entry: one that expands past what it declares is refused', async () => {
     const honest = path.join(dir, 'honest.pptx');
-    fs.writeFileSync(honest, handMadeZip([{ name: '[Content_Types].xml', data: CONTENT_TYPES }, { name: 'ppt/media/a.bin', data: Buffer.alloc(1 << 20) }]));
+    fs.writeFileSync(
+      honest,
+      handMadeZip([
+        { name: '[Content_Types].xml', data: CONTENT_TYPES },
+        { name: 'ppt/media/a.bin', data: Buffer.alloc(1 << 20) },
+      ]),
+    );
     await verifyZipExpansion(honest);
     const liar = path.join(dir, 'liar.pptx');
-    fs.writeFileSync(liar, handMadeZip([{ name: '[Content_Types].xml', data: CONTENT_TYPES }, { name: 'ppt/media/a.bin', data: Buffer.alloc(1 << 20), declaredSize: 100 }]));
+    fs.writeFileSync(
+      liar,
+      handMadeZip([
+        { name: '[Content_Types].xml', data: CONTENT_TYPES },
+        { name: 'ppt/media/a.bin', data: Buffer.alloc(1 << 20), declaredSize: 100 },
+      ]),
+    );
     // Its declarations pass the upload check…
     assert.equal((await identify(liar)).format, 'pptx');
     // …its contents do not.
-    await assert.rejects(verifyZipExpansion(liar), (err: unknown) => err instanceof NotAPresentation && /ppt\/media\/a\.bin is damaged/.test(err.message));
+    await assert.rejects(
+      verifyZipExpansion(liar),
+      (err: unknown) => err instanceof NotAPresentation && /ppt\/media\/a\.bin is damaged/.test(err.message),
+    );
+  });
+
+  it('refuses a package holding two entries of one name: which one a reader takes is its own choice', async () => {
+    const twice = handMadeZip([
+      { name: '[Content_Types].xml', data: CONTENT_TYPES },
+      { name: 'ppt/media/image1.png', data: Buffer.from('one') },
+      { name: 'ppt/media/image1.png', data: Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"/>') },
+    ]);
+    await assert.rejects(
+      identify(twice),
+      (err: unknown) => err instanceof NotAPresentation && /two entries named ppt\/media\/image1\.png/.test(err.message),
+    );
   });
 
   it('parses page selections', () => {
-    assert.deepEqual(parsePages('1-3,5'), { ranges: [[1, 3], [5, 5]] });
-    assert.deepEqual(parsePages(' 2 , 4 - 6 '), { ranges: [[2, 2], [4, 6]] });
+    assert.deepEqual(parsePages('1-3,5'), {
+      ranges: [
+        [1, 3],
+        [5, 5],
+      ],
+    });
+    assert.deepEqual(parsePages(' 2 , 4 - 6 '), {
+      ranges: [
+        [2, 2],
+        [4, 6],
+      ],
+    });
     for (const bad of ['', '0', '3-1', '1,,2', 'a', '1-', '-2', '1.5', '2-100001']) assert.ok('error' in parsePages(bad), bad);
     assert.deepEqual(selectPages(undefined, 3), { pages: [1, 2, 3] });
     assert.deepEqual(selectPages('3,1-2,2', 5), { pages: [1, 2, 3] });

@@ -90,7 +90,10 @@ describe('image-to-pdf', () => {
       const source = fs.readFileSync(corpusFile(sources[i]!));
       const { width, height } = await sharp(source).metadata();
       const size = page.getSize();
-      assert.ok(Math.abs(size.width / size.height - width! / height!) < 0.005, `page ${i + 1} aspect ${size.width}/${size.height} vs ${width}/${height}`);
+      assert.ok(
+        Math.abs(size.width / size.height - width! / height!) < 0.005,
+        `page ${i + 1} aspect ${size.width}/${size.height} vs ${width}/${height}`,
+      );
       const images = pageImages(page);
       assert.equal(images.length, 1);
       assert.equal(images[0]!.filter, 'DCTDecode');
@@ -100,10 +103,18 @@ describe('image-to-pdf', () => {
   });
 
   it('embeds other formats losslessly (alpha as a soft mask), animations by their first frame, and turns EXIF-oriented JPEGs upright', async () => {
-    const sources = ['images/sharp/test-pattern.png', 'images/sharp/rotating-squares.gif', 'images/sharp/Landscape_6.jpg', 'images/sharp/grey-8bit-alpha.png'];
+    const sources = [
+      'images/sharp/test-pattern.png',
+      'images/sharp/rotating-squares.gif',
+      'images/sharp/Landscape_6.jpg',
+      'images/sharp/grey-8bit-alpha.png',
+    ];
     const { pdf, task } = await makePdf(sources);
     assert.equal(task.result.pages, 4);
-    const [png, gif, oriented, grey] = pdf.getPages().map(pageImages).map((images) => images[0]!);
+    const [png, gif, oriented, grey] = pdf
+      .getPages()
+      .map(pageImages)
+      .map((images) => images[0]!);
 
     // RGBA PNG: deflated RGB samples equal to the source's, alpha in the SMask.
     const source = await sharp(corpusFile(sources[0]!)).raw().toBuffer({ resolveWithObject: true });
@@ -135,14 +146,34 @@ describe('image-to-pdf', () => {
     assert.ok(grey!.smask);
   });
 
+  it('a lossless JPEG becomes a JPEG stream a PDF reader decodes (not its own bytes), a JPEG 2000 deflated samples', async () => {
+    const sources = ['images/sharp/testimgl.jpg', 'images/sharp/relax.jp2'];
+    const { pdf } = await makePdf(sources);
+    const [lossless, jp2] = pdf
+      .getPages()
+      .map(pageImages)
+      .map((images) => images[0]!);
+    assert.equal(lossless!.filter, 'DCTDecode');
+    assert.ok(!lossless!.bytes.equals(fs.readFileSync(corpusFile(sources[0]!))), 'process 14 is no DCT stream');
+    const reencoded = await sharp(lossless!.bytes).metadata();
+    assert.deepEqual([reencoded.format, reencoded.width, reencoded.height], ['jpeg', 227, 149]);
+    assert.deepEqual([jp2!.filter, jp2!.colourSpace, jp2!.width, jp2!.height], ['FlateDecode', 'DeviceRGB', 320, 240]);
+  });
+
   it('fixed page sizes: A4 turned by orientation, the image fitted inside the margin', async () => {
-    const { pdf } = await makePdf(['images/sharp/Landscape_1.jpg', 'images/sharp/Portrait_1.jpg', 'images/sharp/Landscape_1.jpg'], { pageSize: 'A4', margin: 36 });
+    const { pdf } = await makePdf(['images/sharp/Landscape_1.jpg', 'images/sharp/Portrait_1.jpg', 'images/sharp/Landscape_1.jpg'], {
+      pageSize: 'A4',
+      margin: 36,
+    });
     const sizes = pdf.getPages().map((p) => p.getSize());
-    assert.deepEqual(sizes.map((s) => [Math.round(s.width), Math.round(s.height)]), [
-      [842, 595],
-      [595, 842],
-      [842, 595],
-    ]);
+    assert.deepEqual(
+      sizes.map((s) => [Math.round(s.width), Math.round(s.height)]),
+      [
+        [842, 595],
+        [595, 842],
+        [842, 595],
+      ],
+    );
     const letter = await makePdf(['images/sharp/Landscape_1.jpg'], { pageSize: 'Letter', orientation: 'portrait' });
     const page = letter.pdf.getPage(0);
     assert.deepEqual([page.getWidth(), page.getHeight()], [612, 792]);
@@ -164,7 +195,7 @@ describe('image-to-pdf', () => {
     assert.ok(Math.abs(w / h - width! / height!) < 0.001);
   });
 
-  it('previews the PDF\'s first page', async () => {
+  it("previews the PDF's first page", async () => {
     const { task, pdf } = await makePdf(['images/sharp/Portrait_1.jpg', 'images/sharp/Landscape_1.jpg']);
     const preview = await client.get(`/api/preview/${task.outputFileId}`);
     assert.equal(preview.status, 200);
@@ -189,7 +220,9 @@ describe('image-to-pdf', () => {
     };
     await expect({ fileIds: [] }, 400, 'VALIDATION_ERROR', 'fileIds');
     await expect({ fileIds: Array(101).fill(image) }, 400, 'VALIDATION_ERROR', 'fileIds');
-    await expect({ fileId: image }, 400, 'VALIDATION_ERROR');
+    // `fileId` is the one-input form (API.md); both at once, or neither, is a 400.
+    await expect({ fileId: image, fileIds: [image] }, 400, 'VALIDATION_ERROR', 'fileId');
+    await expect({ pageSize: 'A4' }, 400, 'VALIDATION_ERROR', 'fileIds');
     await expect({ fileIds: [image], pageSize: 'A5' }, 400, 'VALIDATION_ERROR', 'pageSize');
     await expect({ fileIds: [image], orientation: 'landscape' }, 400, 'VALIDATION_ERROR', 'orientation');
     await expect({ fileIds: [image], pageSize: 'A4', margin: 300 }, 400, 'VALIDATION_ERROR', 'margin');
@@ -205,7 +238,7 @@ describe('image-to-pdf', () => {
     assert.equal(task.result.pages, 2);
   });
 
-  it('an input over the plan\'s pixel limit fails the task at once (IMAGE_TOO_LARGE)', async () => {
+  it("an input over the plan's pixel limit fails the task at once (IMAGE_TOO_LARGE)", async () => {
     const small = await startServer({ dialect: 'sqlite', plans: { pro: { maxPixels: 300_000 } }, workers: 1 });
     try {
       const limited = new Client(small.url, await small.newKey('pro'));

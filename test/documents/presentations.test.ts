@@ -12,6 +12,7 @@ import sharp from 'sharp';
 import yauzl from 'yauzl';
 import yazl from 'yazl';
 import { Client, CORPUS, corpusFile, sleep, startServer, tempDir, type TestServer } from '../helpers.js';
+import { editZip } from './attack-decks.js';
 
 interface ManifestEntry {
   path: string;
@@ -59,28 +60,12 @@ async function zipEntries(bytes: Buffer): Promise<Map<string, Buffer>> {
   return out;
 }
 
-/** A corpus ZIP package with some parts changed by `edit` (which returns the new bytes). */
-async function rewriteZip(file: string, edit: (name: string, data: Buffer) => Buffer): Promise<Buffer> {
-  const source = await yauzl.openPromise(corpusFile(file), { lazyEntries: true });
-  const out = new yazl.ZipFile();
-  for await (const entry of source.eachEntry()) {
-    const chunks: Buffer[] = [];
-    for await (const chunk of await source.openReadStreamPromise(entry)) chunks.push(chunk as Buffer);
-    // ODF wants `mimetype` first and stored; yazl keeps the order entries are added in.
-    if (entry.fileName.endsWith('/')) out.addEmptyDirectory(entry.fileName);
-    else out.addBuffer(edit(entry.fileName, Buffer.concat(chunks)), entry.fileName, { compress: entry.fileName !== 'mimetype' });
-  }
-  source.close();
-  out.end();
-  const chunks: Buffer[] = [];
-  for await (const chunk of out.outputStream) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
-}
-
 /** SampleShow.pptx with its main part declared as `contentType` (a PPSX, a PPTM, …). */
 const sampleShowAs = (contentType: string) =>
-  rewriteZip('presentations/poi/SampleShow.pptx', (name, data) =>
-    name === '[Content_Types].xml' ? Buffer.from(data.toString('utf8').replace('application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml', contentType)) : data,
+  editZip('presentations/poi/SampleShow.pptx', (name, data) =>
+    name === '[Content_Types].xml'
+      ? Buffer.from(data.toString('utf8').replace('application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml', contentType))
+      : data,
   );
 const PPSX_MAIN = 'application/vnd.openxmlformats-officedocument.presentationml.slideshow.main+xml';
 
@@ -89,7 +74,7 @@ const PPSX_MAIN = 'application/vnd.openxmlformats-officedocument.presentationml.
  * (a document-level "load" event) and writes `marker`. Its original macro is bound to a click.
  */
 function macroDeck(marker: string): Promise<Buffer> {
-  return rewriteZip('presentations/tika/testODPMacro.odp', (name, data) => {
+  return editZip('presentations/tika/testODPMacro.odp', (name, data) => {
     if (name === 'content.xml') {
       const xml = data.toString('utf8');
       assert.ok(xml.includes('<office:scripts/>'));
@@ -156,7 +141,10 @@ describe('presentation-to-images', () => {
 
   it('the corpus has the decks this suite expects', () => {
     assert.deepEqual(
-      decks.filter((d) => d.expect === 'decodable').map((d) => d.path).sort(),
+      decks
+        .filter((d) => d.expect === 'decodable')
+        .map((d) => d.path)
+        .sort(),
       Object.keys(EXPECTED_PAGES).sort(),
     );
     assert.equal(decks.filter((d) => d.expect === 'reject').length, 3);
@@ -189,7 +177,9 @@ describe('presentation-to-images', () => {
       assert.match(refused.body.error.message, message);
     }
     const odt = await client.upload(
-      await rewriteZip('presentations/tika/LibreOfficeImpress_odp_1.3.odp', (name, data) => (name === 'mimetype' ? Buffer.from('application/vnd.oasis.opendocument.text') : data)),
+      await editZip('presentations/tika/LibreOfficeImpress_odp_1.3.odp', (name, data) =>
+        name === 'mimetype' ? Buffer.from('application/vnd.oasis.opendocument.text') : data,
+      ),
       'deck.odp',
     );
     assert.equal(odt.status, 415);
@@ -212,8 +202,14 @@ describe('presentation-to-images', () => {
       const pages = EXPECTED_PAGES[deck]!;
       assert.equal(task.outputFileIds.length, pages, 'one image per page LibreOffice exports');
       assert.equal(task.result.pages, pages);
-      assert.equal(task.result.format, format);
-      assert.deepEqual(task.result.slides, Array.from({ length: pages }, (_, i) => i + 1));
+      // result describes outputFileId (the ZIP) and names the slides' own format.
+      assert.equal(task.result.format, 'zip');
+      assert.equal(task.result.imageFormat, format);
+      assert.equal(task.result.size, (await client.download(task.outputFileId)).length);
+      assert.deepEqual(
+        task.result.slides,
+        Array.from({ length: pages }, (_, i) => i + 1),
+      );
       let blank = 0;
       for (const fileId of task.outputFileIds) {
         const bytes = await client.download(fileId);
@@ -353,10 +349,14 @@ describe('presentation-to-images', () => {
         '<item oor:path="/org.openoffice.Office.Common/Security/Scripting"><prop oor:name="DisableMacrosExecution" oor:op="fuse"><value>false</value></prop></item></oor:items>',
     );
     const control = (async () => {
-      const child = spawn('soffice', [`-env:UserInstallation=${pathToFileURL(profile).href}`, '--headless', '--norestore', '--nologo', '--nolockcheck', controlDeck], {
-        detached: true,
-        stdio: 'ignore',
-      });
+      const child = spawn(
+        'soffice',
+        [`-env:UserInstallation=${pathToFileURL(profile).href}`, '--headless', '--norestore', '--nologo', '--nolockcheck', controlDeck],
+        {
+          detached: true,
+          stdio: 'ignore',
+        },
+      );
       try {
         const deadline = Date.now() + 90_000;
         while (!fs.existsSync(controlMarker) && Date.now() < deadline) await sleep(200);

@@ -1,5 +1,7 @@
 // The LibreOffice supervisor: conversions at once under the pool's cap, a hanging soffice killed
 // at the timeout with its whole process group, a crash, a silent failure, a missing program.
+// The stand-ins here write pid files outside any work directory, so they run unconfined
+// (CONVERTER_SANDBOX=off); sandbox.test.ts kills and crashes them inside the sandbox.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -7,6 +9,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { TaskError } from '../../src/errors.js';
 import { LibreOffice } from '../../src/documents/libreoffice.js';
+import { Sandbox } from '../../src/documents/sandbox.js';
 import { Client, corpusFile, sleep, startServer, tempDir, type TestServer } from '../helpers.js';
 
 /** An executable shell script standing in for soffice. */
@@ -36,6 +39,8 @@ function groupMembers(pgid: number): number[] {
     .map(([pid]) => Number(pid));
 }
 
+const UNCONFINED = new Sandbox({ mode: 'off', command: 'bwrap', hidden: [] });
+
 describe('LibreOffice supervisor', () => {
   let scratch: string;
   const servers: TestServer[] = [];
@@ -52,7 +57,12 @@ describe('LibreOffice supervisor', () => {
     const server = await startServer({ dialect: 'sqlite', workers: 4, env: { CONVERTER_CONCURRENCY: '2' } });
     servers.push(server);
     const client = new Client(server.url, await server.newKey('pro'));
-    const decks = ['presentations/poi/SampleShow.pptx', 'presentations/poi/SampleShow.ppt', 'presentations/tika/LibreOfficeImpress_odp_1.3.odp', 'presentations/python-pptx/tbl-cell.pptx'];
+    const decks = [
+      'presentations/poi/SampleShow.pptx',
+      'presentations/poi/SampleShow.ppt',
+      'presentations/tika/LibreOfficeImpress_odp_1.3.odp',
+      'presentations/python-pptx/tbl-cell.pptx',
+    ];
     const ids = await Promise.all(decks.map((deck) => client.uploadOk(corpusFile(deck))));
     const pool = server.workers.documents.libreoffice;
     let maxRunning = 0;
@@ -75,7 +85,10 @@ describe('LibreOffice supervisor', () => {
     sampling = false;
     await sampler;
     for (const task of tasks) assert.equal(task.status, 'completed', JSON.stringify(task.error));
-    assert.deepEqual(tasks.map((t) => t.outputFileIds.length), [2, 2, 2, 3]);
+    assert.deepEqual(
+      tasks.map((t) => t.outputFileIds.length),
+      [2, 2, 2, 3],
+    );
     assert.equal(maxRunning, 2, 'the pool ran two at once, no more');
     assert.ok(maxWaiting >= 1, 'the others waited for a slot');
     assert.deepEqual(pool.stats, { running: 0, waiting: 0, concurrency: 2 });
@@ -88,7 +101,7 @@ describe('LibreOffice supervisor', () => {
     const server = await startServer({
       dialect: 'sqlite',
       workers: 2,
-      env: { SOFFICE_COMMAND: hang, CONVERSION_TIMEOUT_SECONDS: '2' },
+      env: { SOFFICE_COMMAND: hang, CONVERSION_TIMEOUT_SECONDS: '2', CONVERTER_SANDBOX: 'off' },
     });
     servers.push(server);
     const client = new Client(server.url, await server.newKey('pro'));
@@ -117,7 +130,11 @@ describe('LibreOffice supervisor', () => {
   it('cancelling a task stops its soffice at once', async () => {
     const pids = path.join(scratch, 'cancel.pids');
     const hang = standIn(scratch, 'slow-soffice', `echo $$ >> '${pids}'\nsleep 600`);
-    const server = await startServer({ dialect: 'sqlite', workers: 1, env: { SOFFICE_COMMAND: hang, TASK_LEASE_SECONDS: '2' } });
+    const server = await startServer({
+      dialect: 'sqlite',
+      workers: 1,
+      env: { SOFFICE_COMMAND: hang, TASK_LEASE_SECONDS: '2', CONVERTER_SANDBOX: 'off' },
+    });
     servers.push(server);
     const client = new Client(server.url, await server.newKey('pro'));
     const fileId = await client.uploadOk(corpusFile('presentations/poi/SampleShow.pptx'));
@@ -135,7 +152,12 @@ describe('LibreOffice supervisor', () => {
 
   it('a soffice that exits 0 without output, or crashes, fails the conversion with CONVERSION_FAILED', async () => {
     const input = corpusFile('presentations/poi/SampleShow.pptx');
-    const quiet = new LibreOffice({ command: standIn(scratch, 'quiet-soffice', 'echo "Error: source file could not be loaded" >&2\nexit 0'), timeoutMs: 10_000, concurrency: 1 });
+    const quiet = new LibreOffice({
+      command: standIn(scratch, 'quiet-soffice', 'echo "Error: source file could not be loaded" >&2\nexit 0'),
+      timeoutMs: 10_000,
+      concurrency: 1,
+      sandbox: UNCONFINED,
+    });
     await assert.rejects(quiet.toPdf(input, 'pptx', scratch), (err: unknown) => {
       assert.ok(err instanceof TaskError);
       assert.equal(err.code, 'CONVERSION_FAILED');
@@ -143,7 +165,12 @@ describe('LibreOffice supervisor', () => {
       assert.equal(err.transient, false);
       return true;
     });
-    const crash = new LibreOffice({ command: standIn(scratch, 'crashing-soffice', 'kill -SEGV $$'), timeoutMs: 10_000, concurrency: 1 });
+    const crash = new LibreOffice({
+      command: standIn(scratch, 'crashing-soffice', 'kill -SEGV $$'),
+      timeoutMs: 10_000,
+      concurrency: 1,
+      sandbox: UNCONFINED,
+    });
     await assert.rejects(crash.toPdf(input, 'pptx', scratch), (err: unknown) => {
       assert.ok(err instanceof TaskError);
       assert.equal(err.code, 'CONVERSION_FAILED');
@@ -152,7 +179,10 @@ describe('LibreOffice supervisor', () => {
       return true;
     });
     // Each conversion had its own profile directory, removed afterwards.
-    const leftovers = fs.readdirSync(scratch).filter((name) => name.startsWith('soffice-')).flatMap((dir) => fs.readdirSync(path.join(scratch, dir)));
+    const leftovers = fs
+      .readdirSync(scratch)
+      .filter((name) => name.startsWith('soffice-'))
+      .flatMap((dir) => fs.readdirSync(path.join(scratch, dir)));
     assert.ok(!leftovers.includes('profile'), `profiles left: ${leftovers}`);
   });
 
@@ -186,7 +216,10 @@ describe('LibreOffice supervisor', () => {
     assert.equal(preview.body.error.code, 'PREVIEW_UNAVAILABLE');
     assert.match(preview.body.error.message, /pdftoppm/);
 
-    const lo = new LibreOffice({ command: path.join(scratch, 'no-such-soffice'), timeoutMs: 1000, concurrency: 1 });
-    await assert.rejects(lo.toPdf(corpusFile('presentations/poi/SampleShow.pptx'), 'pptx', scratch), /LibreOffice .*no-such-soffice.* is not installed/);
+    const lo = new LibreOffice({ command: path.join(scratch, 'no-such-soffice'), timeoutMs: 1000, concurrency: 1, sandbox: UNCONFINED });
+    await assert.rejects(
+      lo.toPdf(corpusFile('presentations/poi/SampleShow.pptx'), 'pptx', scratch),
+      /LibreOffice .*no-such-soffice.* is not installed/,
+    );
   });
 });

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { createAccount, createApiKey, revokeApiKey } from '../../src/accounts/accounts.js';
 import { OPERATIONS } from '../../src/operations/registry.js';
-import { Client, DIALECTS, corpusFile, sleep, startServer, type ApiResponse, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, apiFetch, corpusFile, sleep, startServer, type ApiResponse, type TestServer } from '../helpers.js';
 
 const img = (name: string) => corpusFile(`images/sharp/${name}`);
 const SMALL_JPEG = img('320x240.jpg'); // 81,198 bytes: under the 100 kB limit of the queued server
@@ -47,8 +47,7 @@ class CheckedClient extends Client {
       if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
       body = JSON.stringify(init.json);
     }
-    const response = await fetch(this.baseUrl + route, { method, headers, body });
-    const bytes = Buffer.from(await response.arrayBuffer());
+    const { response, body: bytes } = await apiFetch(this.baseUrl + route, { method, headers, body });
     const where = `${method} ${route} → ${response.status}`;
     assert.ok(response.status < 500, `${where}: ${bytes.toString('utf8', 0, 500)}`);
     const requestId = response.headers.get('x-request-id');
@@ -97,11 +96,16 @@ const withoutRequestId = (body: any) => {
 const fieldNames = (response: ApiResponse): string[] => (response.body.error.details?.fields ?? []).map((f: { field: string }) => f.field);
 
 /** A multipart body written by hand, for shapes FormData cannot make. */
-function multipartBody(parts: { disposition: string; data: Buffer | string; type?: string }[]): { body: Uint8Array<ArrayBuffer>; contentType: string } {
+function multipartBody(parts: { disposition: string; data: Buffer | string; type?: string }[]): {
+  body: Uint8Array<ArrayBuffer>;
+  contentType: string;
+} {
   const boundary = `----imgapi${Math.random().toString(16).slice(2)}`;
   const chunks: Buffer[] = [];
   for (const part of parts) {
-    chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: ${part.disposition}\r\n${part.type ? `Content-Type: ${part.type}\r\n` : ''}\r\n`, 'utf8'));
+    chunks.push(
+      Buffer.from(`--${boundary}\r\nContent-Disposition: ${part.disposition}\r\n${part.type ? `Content-Type: ${part.type}\r\n` : ''}\r\n`, 'utf8'),
+    );
     chunks.push(Buffer.isBuffer(part.data) ? part.data : Buffer.from(part.data));
     chunks.push(Buffer.from('\r\n'));
   }
@@ -160,14 +164,17 @@ for (const dialect of DIALECTS) {
         const compress = openapi.body.paths['/api/process/compress'];
         assert.ok(compress?.post, 'the document lists POST /api/process/compress');
         assert.deepEqual(compress.post.security, [{ apiKey: [] }]);
-        assert.deepEqual(openapi.body.components.securitySchemes.apiKey, { type: 'apiKey', in: 'header', name: 'x-api-key' });
+        assert.deepEqual(
+          { ...openapi.body.components.securitySchemes.apiKey, description: undefined },
+          { type: 'apiKey', in: 'header', name: 'x-api-key', description: undefined },
+        );
 
         const docs = await anon.get('/docs');
         assert.equal(docs.status, 200);
         assert.match(docs.headers.get('content-type') ?? '', /text\/html/);
       });
 
-      it('uploads and reads a file\'s metadata', async () => {
+      it("uploads and reads a file's metadata", async () => {
         const client = await key(server);
         const file = await client.uploadData(SMALL_JPEG);
         assert.match(file.fileId, /^file_[A-Za-z0-9_-]{22,}$/);
@@ -198,15 +205,24 @@ for (const dialect of DIALECTS) {
 
         const all = await client.get('/api/files');
         assert.equal(all.status, 200);
-        assert.deepEqual(all.body.data.files.map((f: any) => f.fileId), newestFirst);
+        assert.deepEqual(
+          all.body.data.files.map((f: any) => f.fileId),
+          newestFirst,
+        );
         assert.equal(all.body.data.nextCursor, null);
 
         const first = await client.get('/api/files?limit=2');
-        assert.deepEqual(first.body.data.files.map((f: any) => f.fileId), newestFirst.slice(0, 2));
+        assert.deepEqual(
+          first.body.data.files.map((f: any) => f.fileId),
+          newestFirst.slice(0, 2),
+        );
         assert.equal(typeof first.body.data.nextCursor, 'string');
         const second = await client.get(`/api/files?limit=2&cursor=${encodeURIComponent(first.body.data.nextCursor)}`);
         assert.equal(second.status, 200);
-        assert.deepEqual(second.body.data.files.map((f: any) => f.fileId), newestFirst.slice(2));
+        assert.deepEqual(
+          second.body.data.files.map((f: any) => f.fileId),
+          newestFirst.slice(2),
+        );
         assert.equal(second.body.data.nextCursor, null);
 
         const exact = await client.get('/api/files?limit=3');
@@ -229,10 +245,13 @@ for (const dialect of DIALECTS) {
         expectError(await client.get(`/api/download/${gone.fileId}`), 404, 'NOT_FOUND');
         expectError(await client.delete(`/api/files/${gone.fileId}`), 404, 'NOT_FOUND');
         assert.equal((await client.account()).usage.storageBytes.used, keep.size, 'a second delete frees nothing more');
-        assert.deepEqual((await client.get('/api/files')).body.data.files.map((f: any) => f.fileId), [keep.fileId]);
+        assert.deepEqual(
+          (await client.get('/api/files')).body.data.files.map((f: any) => f.fileId),
+          [keep.fileId],
+        );
       });
 
-      it('downloads with the contract\'s headers, HEAD, ranges and If-None-Match', async () => {
+      it("downloads with the contract's headers, HEAD, ranges and If-None-Match", async () => {
         const client = await key(server);
         const bytes = fs.readFileSync(SMALL_JPEG);
         const file = await client.uploadData(bytes, 'photo.jpg');
@@ -241,7 +260,7 @@ for (const dialect of DIALECTS) {
         const full = await client.get(route);
         assert.equal(full.status, 200);
         assert.ok(Buffer.isBuffer(full.body));
-        assert.ok((full.body as Buffer).equals(bytes), 'the bytes are the upload\'s');
+        assert.ok((full.body as Buffer).equals(bytes), "the bytes are the upload's");
         const h = full.headers;
         assert.equal(h.get('content-type'), 'image/jpeg');
         assert.equal(h.get('content-length'), String(bytes.length));
@@ -321,13 +340,22 @@ for (const dialect of DIALECTS) {
 
         const list = await client.get('/api/tasks');
         assert.equal(list.status, 200);
-        assert.deepEqual(list.body.data.tasks.map((t: any) => t.taskId), [t3, t2, t1]);
+        assert.deepEqual(
+          list.body.data.tasks.map((t: any) => t.taskId),
+          [t3, t2, t1],
+        );
         assert.equal(list.body.data.nextCursor, null);
 
         const page = await client.get('/api/tasks?limit=2');
-        assert.deepEqual(page.body.data.tasks.map((t: any) => t.taskId), [t3, t2]);
+        assert.deepEqual(
+          page.body.data.tasks.map((t: any) => t.taskId),
+          [t3, t2],
+        );
         const rest = await client.get(`/api/tasks?limit=2&cursor=${encodeURIComponent(page.body.data.nextCursor)}`);
-        assert.deepEqual(rest.body.data.tasks.map((t: any) => t.taskId), [t1]);
+        assert.deepEqual(
+          rest.body.data.tasks.map((t: any) => t.taskId),
+          [t1],
+        );
         assert.equal(rest.body.data.nextCursor, null);
 
         const task = await client.get(`/api/tasks/${t2}`);
@@ -344,9 +372,15 @@ for (const dialect of DIALECTS) {
         expectError(await client.delete(`/api/tasks/${t2}`), 409, 'TASK_NOT_CANCELABLE');
 
         const queuedOnly = await client.get('/api/tasks?status=queued');
-        assert.deepEqual(queuedOnly.body.data.tasks.map((t: any) => t.taskId), [t3, t1]);
+        assert.deepEqual(
+          queuedOnly.body.data.tasks.map((t: any) => t.taskId),
+          [t3, t1],
+        );
         const canceledOnly = await client.get('/api/tasks?status=canceled');
-        assert.deepEqual(canceledOnly.body.data.tasks.map((t: any) => t.taskId), [t2]);
+        assert.deepEqual(
+          canceledOnly.body.data.tasks.map((t: any) => t.taskId),
+          [t2],
+        );
         expectError(await client.get('/api/tasks?status=done'), 400, 'VALIDATION_ERROR');
       });
 
@@ -375,7 +409,10 @@ for (const dialect of DIALECTS) {
         assert.equal(data.type, 'convert');
         assert.equal(batch.headers.get('location'), `/api/batches/${data.batchId}`);
         assert.equal(data.tasks.length, 3);
-        assert.deepEqual(data.tasks.map((t: any) => t.fileId), fileIds);
+        assert.deepEqual(
+          data.tasks.map((t: any) => t.fileId),
+          fileIds,
+        );
         for (const t of data.tasks) {
           assert.match(t.taskId, /^task_/);
           assert.equal(t.status, 'queued');
@@ -384,14 +421,20 @@ for (const dialect of DIALECTS) {
         const read = await client.get(`/api/batches/${data.batchId}`);
         assert.equal(read.status, 200);
         assert.deepEqual(read.body.data.counts, { queued: 3, processing: 0, completed: 0, failed: 0, canceled: 0 });
-        assert.deepEqual(read.body.data.tasks.map((t: any) => t.taskId), data.tasks.map((t: any) => t.taskId));
+        assert.deepEqual(
+          read.body.data.tasks.map((t: any) => t.taskId),
+          data.tasks.map((t: any) => t.taskId),
+        );
         assert.ok(read.body.data.tasks.every((t: any) => t.batchId === data.batchId));
         const byBatch = await client.get(`/api/tasks?batchId=${data.batchId}`);
         assert.equal(byBatch.body.data.tasks.length, 3);
 
         const before = await client.account();
         const tasksBefore = (await client.get('/api/tasks')).body.data.tasks.length;
-        const unknown = await client.post('/api/process/batch/convert', { fileIds: [fileIds[0], 'file_doesnotexist0000000000', fileIds[2]], format: 'png' });
+        const unknown = await client.post('/api/process/batch/convert', {
+          fileIds: [fileIds[0], 'file_doesnotexist0000000000', fileIds[2]],
+          format: 'png',
+        });
         expectError(unknown, 404, 'NOT_FOUND');
         assert.equal((await client.get('/api/tasks')).body.data.tasks.length, tasksBefore, 'nothing queued');
         const afterUnknown = await client.account();
@@ -431,7 +474,10 @@ for (const dialect of DIALECTS) {
         assert.deepEqual(again.body, first.body);
         assert.equal(again.headers.get('location'), first.headers.get('location'));
         const tasks = (await client.get('/api/tasks')).body.data.tasks;
-        assert.deepEqual(tasks.map((t: any) => t.taskId), [first.body.data.taskId]);
+        assert.deepEqual(
+          tasks.map((t: any) => t.taskId),
+          [first.body.data.taskId],
+        );
         assert.equal((await client.account()).usage.monthlyTasks.used, 1);
 
         const reused = await client.post('/api/process/compress', { fileId, quality: 71 }, headers);
@@ -491,11 +537,11 @@ for (const dialect of DIALECTS) {
         fileId = (await client.uploadData(TINY_PNG)).fileId;
       });
 
-      it('refuses a text file (415) and a JPEG 2000 (415)', async () => {
+      it('refuses a text file (415) and a PDF (415)', async () => {
         const text = await client.upload(Buffer.from('hello, world\nthis is not an image\n'), 'notes.jpg');
         expectError(text, 415, 'UNSUPPORTED_MEDIA_TYPE');
-        const jp2 = await client.upload(img('relax.jp2'));
-        expectError(jp2, 415, 'UNSUPPORTED_MEDIA_TYPE');
+        const pdf = await client.upload(Buffer.from('%PDF-1.7\n%\xe2\xe3\n1 0 obj\n<<>>\nendobj\n', 'latin1'), 'scan.pdf');
+        expectError(pdf, 415, 'UNSUPPORTED_MEDIA_TYPE');
       });
 
       it('refuses an empty file and malformed multipart with 400 VALIDATION_ERROR', async () => {
@@ -519,15 +565,15 @@ for (const dialect of DIALECTS) {
         expectError(await client.request('POST', '/api/upload', { body: field }), 400, 'VALIDATION_ERROR');
 
         const nothing = multipartBody([]);
-        expectError(await client.request('POST', '/api/upload', { body: nothing.body, headers: { 'content-type': nothing.contentType } }), 400, 'VALIDATION_ERROR');
-
-        expectError(await client.post('/api/upload', { file: 'abc' }), 400, 'VALIDATION_ERROR');
-        expectError(await client.request('POST', '/api/upload'), 400, 'VALIDATION_ERROR');
         expectError(
-          await client.request('POST', '/api/upload', { body: png, headers: { 'content-type': 'image/png' } }),
+          await client.request('POST', '/api/upload', { body: nothing.body, headers: { 'content-type': nothing.contentType } }),
           400,
           'VALIDATION_ERROR',
         );
+
+        expectError(await client.post('/api/upload', { file: 'abc' }), 400, 'VALIDATION_ERROR');
+        expectError(await client.request('POST', '/api/upload'), 400, 'VALIDATION_ERROR');
+        expectError(await client.request('POST', '/api/upload', { body: png, headers: { 'content-type': 'image/png' } }), 400, 'VALIDATION_ERROR');
         assert.equal((await client.get('/api/files')).body.data.files.length, 1, 'nothing stored');
       });
 
@@ -568,7 +614,10 @@ for (const dialect of DIALECTS) {
 
         const exclusive = await client.post('/api/process/compress', { fileId, targetSize: 10_000, quality: 80 });
         expectError(exclusive, 400, 'VALIDATION_ERROR');
-        assert.ok(fieldNames(exclusive).some((f) => f === 'targetSize' || f === 'quality'), JSON.stringify(exclusive.body));
+        assert.ok(
+          fieldNames(exclusive).some((f) => f === 'targetSize' || f === 'quality'),
+          JSON.stringify(exclusive.body),
+        );
 
         const notObject = await client.post('/api/process/compress', [fileId]);
         expectError(notObject, 400, 'VALIDATION_ERROR');
@@ -576,7 +625,7 @@ for (const dialect of DIALECTS) {
         const batchUnknown = await client.post('/api/process/batch/compress', { fileIds: [fileId], colour: 'red' });
         expectError(batchUnknown, 400, 'VALIDATION_ERROR');
         assert.ok(fieldNames(batchUnknown).includes('colour'));
-        assert.equal((await client.account()).usage.monthlyTasks.used, 1, 'only the truncated JPEG\'s task was queued');
+        assert.equal((await client.account()).usage.monthlyTasks.used, 1, "only the truncated JPEG's task was queued");
       });
 
       it('checks validation before existence', async () => {
@@ -593,7 +642,10 @@ for (const dialect of DIALECTS) {
 
         // Fastify reads text/plain (and @fastify/multipart reads multipart) without a JSON object
         // coming out, so the schema refuses the body: 400. A type nothing reads is 415.
-        const text = await client.request('POST', '/api/process/compress', { body: JSON.stringify({ fileId }), headers: { 'content-type': 'text/plain' } });
+        const text = await client.request('POST', '/api/process/compress', {
+          body: JSON.stringify({ fileId }),
+          headers: { 'content-type': 'text/plain' },
+        });
         expectError(text, 400, 'VALIDATION_ERROR');
         const xml = await client.request('POST', '/api/process/compress', { body: '<fileId/>', headers: { 'content-type': 'application/xml' } });
         expectError(xml, 415, 'UNSUPPORTED_MEDIA_TYPE');
@@ -601,7 +653,10 @@ for (const dialect of DIALECTS) {
         form.append('fileId', fileId);
         expectError(await client.request('POST', '/api/process/compress', { body: form }), 400, 'VALIDATION_ERROR');
         expectError(await client.request('POST', '/api/process/compress', { body: 'null', headers }), 400, 'VALIDATION_ERROR');
-        const huge = await client.request('POST', '/api/process/compress', { body: JSON.stringify({ fileId, pad: 'x'.repeat(2 * 1024 * 1024) }), headers });
+        const huge = await client.request('POST', '/api/process/compress', {
+          body: JSON.stringify({ fileId, pad: 'x'.repeat(2 * 1024 * 1024) }),
+          headers,
+        });
         expectError(huge, 413, 'PAYLOAD_TOO_LARGE');
 
         const taskId = (await client.get('/api/tasks')).body.data.tasks[0].taskId;
@@ -622,7 +677,7 @@ for (const dialect of DIALECTS) {
         expectError(longKey, 400, 'VALIDATION_ERROR');
       });
 
-      it('refuses a file over the plan\'s maxFileBytes with 413, storing nothing', async () => {
+      it("refuses a file over the plan's maxFileBytes with 413, storing nothing", async () => {
         const limited = await key(queued); // Pro with maxFileBytes 100,000
         const uploadsDir = path.join(queued.dataDir, 'objects', 'uploads');
         const tmpDir = path.join(queued.dataDir, 'objects', '.tmp');
@@ -698,7 +753,7 @@ for (const dialect of DIALECTS) {
         expectError(await free.post('/api/process/compress', { bogus: 1 }), 403, 'PLAN_NO_API_ACCESS');
       });
 
-      it('answers another account\'s resources exactly as nonexistent ones (404)', async () => {
+      it("answers another account's resources exactly as nonexistent ones (404)", async () => {
         const alice = await key(server);
         const bob = await key(server);
         const file = await alice.uploadData(SMALL_JPEG);
@@ -734,7 +789,10 @@ for (const dialect of DIALECTS) {
         assert.equal(head.status, 404);
 
         // Bob's lists do not show Alice's things, and nothing of Alice's was touched.
-        assert.deepEqual((await bob.get('/api/files')).body.data.files.map((f: any) => f.fileId), [bobsFile.fileId]);
+        assert.deepEqual(
+          (await bob.get('/api/files')).body.data.files.map((f: any) => f.fileId),
+          [bobsFile.fileId],
+        );
         assert.deepEqual((await bob.get('/api/tasks')).body.data.tasks, []);
         assert.deepEqual((await bob.get(`/api/tasks?batchId=${batchId}`)).body.data.tasks, []);
         assert.equal((await bob.account()).usage.monthlyTasks.used, 0);
@@ -749,7 +807,9 @@ for (const dialect of DIALECTS) {
         const png = fs.readFileSync(TINY_PNG);
         // A name with non-ASCII letters, quotes and a path, sent raw in UTF-8.
         const raw = '../../naïve "quoted" 写真.png';
-        const form = multipartBody([{ disposition: `form-data; name="file"; filename="${raw.replace(/["\\]/g, (c) => `\\${c}`)}"`, data: png, type: 'image/png' }]);
+        const form = multipartBody([
+          { disposition: `form-data; name="file"; filename="${raw.replace(/["\\]/g, (c) => `\\${c}`)}"`, data: png, type: 'image/png' },
+        ]);
         const upload = await client.request('POST', '/api/upload', { body: form.body, headers: { 'content-type': form.contentType } });
         assert.equal(upload.status, 201, JSON.stringify(upload.body));
         const stored: string = upload.body.data.filename;
@@ -791,6 +851,156 @@ for (const dialect of DIALECTS) {
         expectError(await client.get('/api/files/file_%E0%A4%A'), 400, 'VALIDATION_ERROR');
         const download = await client.get('/api/download/..%2Fobjects%2Fuploads');
         expectError(download, 404, 'NOT_FOUND');
+      });
+    });
+
+    // ------------------------------------------------------------------------------------------
+    // Where the service and the OpenAPI document once disagreed with API.md (issue 13). Every
+    // response here is also held to the document by the client.
+    describe('contract details', () => {
+      it("answers a reused Idempotency-Key with the new request's own 400 or 404 first, then 409", async () => {
+        const client = await key(server);
+        const { fileId } = await client.uploadData(TINY_PNG);
+        const headers = { 'idempotency-key': 'reused-key' };
+        assert.equal((await client.post('/api/process/compress', { fileId }, headers)).status, 202);
+        // API.md's order: validation → not found / expired → conflict.
+        expectError(await client.post('/api/process/compress', { fileId: 'file_AAAAAAAAAAAAAAAAAAAAAA' }, headers), 404, 'NOT_FOUND');
+        expectError(await client.post('/api/process/compress', { fileId, quality: 500 }, headers), 400, 'VALIDATION_ERROR');
+        expectError(
+          await client.post('/api/process/batch/compress', { fileIds: [fileId, 'file_AAAAAAAAAAAAAAAAAAAAAA'] }, headers),
+          404,
+          'NOT_FOUND',
+        );
+        expectError(await client.post('/api/process/compress', { fileId, quality: 50 }, headers), 409, 'IDEMPOTENCY_KEY_REUSED');
+        // Whatever the refused requests would have done is undone: one task, charged once.
+        assert.equal((await client.get('/api/tasks')).body.data.tasks.length, 1);
+        assert.equal((await client.account()).usage.monthlyTasks.used, 1);
+      });
+
+      it('authenticates unknown /api paths first (401), then answers 404, and 405 with Allow for a method a path does not take', async () => {
+        const anonymous = new CheckedClient(server.url);
+        expectError(await anonymous.get('/api/nothing-here'), 401, 'API_KEY_MISSING');
+        expectError(await anonymous.post('/api/nothing/here', {}), 401, 'API_KEY_MISSING');
+        expectError(await new CheckedClient(server.url, 'ik_not-a-real-key').get('/api/nothing-here'), 401, 'API_KEY_INVALID');
+        expectError(await anonymous.request('PUT', '/api/files'), 401, 'API_KEY_MISSING');
+        expectError(await (await key(server, 'free')).get('/api/nothing-here'), 403, 'PLAN_NO_API_ACCESS');
+
+        const client = await key(server);
+        expectError(await client.get('/api/nothing-here'), 404, 'NOT_FOUND');
+        expectError(await client.get('/api/files/file_x/extra'), 404, 'NOT_FOUND');
+        const put = await client.request('PUT', '/api/files');
+        expectError(put, 405, 'METHOD_NOT_ALLOWED');
+        assert.deepEqual(put.headers.get('allow')?.split(', ').sort(), ['GET', 'HEAD']);
+        const post = await client.post('/api/files/file_AAAAAAAAAAAAAAAAAAAAAA', {});
+        expectError(post, 405, 'METHOD_NOT_ALLOWED');
+        assert.deepEqual(post.headers.get('allow')?.split(', ').sort(), ['DELETE', 'GET', 'HEAD']);
+        assert.deepEqual(post.body.error.details.allowed.sort(), ['DELETE', 'GET', 'HEAD']);
+        const getJob = await client.get('/api/process/compress');
+        expectError(getJob, 405, 'METHOD_NOT_ALLOWED');
+        assert.equal(getJob.headers.get('allow'), 'POST');
+        // A wrong method on a known path is still authenticated first.
+        expectError(await anonymous.get('/api/process/compress'), 401, 'API_KEY_MISSING');
+      });
+
+      it('serves no resource headers on an error: a 416 says the size in Content-Range, and nothing else of the file', async () => {
+        const client = await key(server);
+        const bytes = fs.readFileSync(TINY_PNG);
+        const { fileId } = await client.uploadData(bytes);
+        const refused = await client.get(`/api/download/${fileId}`, { range: `bytes=${bytes.length + 10}-` });
+        expectError(refused, 416, 'RANGE_NOT_SATISFIABLE');
+        assert.equal(refused.headers.get('content-range'), `bytes */${bytes.length}`);
+        for (const name of ['content-disposition', 'etag', 'accept-ranges']) assert.equal(refused.headers.get(name), null, name);
+        assert.equal(refused.headers.get('content-type'), 'application/json; charset=utf-8');
+        assert.equal(Number(refused.headers.get('content-length')), Buffer.byteLength(JSON.stringify(refused.body)), "the length is the error's own");
+        const missing = await client.get('/api/download/file_AAAAAAAAAAAAAAAAAAAAAA');
+        expectError(missing, 404, 'NOT_FOUND');
+        for (const name of ['content-disposition', 'etag']) assert.equal(missing.headers.get(name), null, name);
+      });
+
+      it('answers 202 with a task already failed when the stored header shows a limit passed, charged nothing', async () => {
+        const client = await key(queued);
+        const { fileId } = await client.uploadData(SMALL_JPEG); // 320×240
+        const response = await client.post('/api/process/resize', { fileId, width: 16_384 }); // 16384×12288 > Pro's 100 MP
+        assert.equal(response.status, 202, JSON.stringify(response.body));
+        assert.equal(response.body.data.status, 'failed');
+        assert.equal(response.body.data.error.code, 'IMAGE_TOO_LARGE');
+        assert.equal(response.headers.get('location'), `/api/tasks/${response.body.data.taskId}`);
+        const task = (await client.get(`/api/tasks/${response.body.data.taskId}`)).body.data;
+        assert.equal(task.status, 'failed');
+      });
+
+      it('takes any quality from 1 to 100, rounding a fraction', async () => {
+        const client = await key(server);
+        const { fileId } = await client.uploadData(SMALL_JPEG);
+        const fraction = await client.waitForTask(await client.queue('convert', { fileId, format: 'webp', quality: 79.6 }));
+        const whole = await client.waitForTask(await client.queue('convert', { fileId, format: 'webp', quality: 80 }));
+        assert.equal(fraction.status, 'completed', JSON.stringify(fraction.error));
+        assert.ok((await client.download(fraction.outputFileId)).equals(await client.download(whole.outputFileId)), '79.6 encodes as 80');
+        assert.equal((await client.post('/api/process/compress', { fileId, quality: 1.4 })).status, 202);
+        for (const quality of [0.5, 100.2, -1]) expectError(await client.post('/api/process/compress', { fileId, quality }), 400, 'VALIDATION_ERROR');
+      });
+
+      it('rotates by any finite angle, and refuses one that is not a number', async () => {
+        const client = await key(server);
+        const { fileId } = await client.uploadData(SMALL_JPEG); // 320×240
+        const turned = await client.waitForTask(await client.queue('rotate', { fileId, angle: 3690 })); // 10 turns and 90°
+        assert.equal(turned.status, 'completed', JSON.stringify(turned.error));
+        assert.deepEqual([turned.result.width, turned.result.height], [240, 320]);
+        const back = await client.waitForTask(await client.queue('rotate', { fileId, angle: -7200.5 }));
+        assert.equal(back.status, 'completed', JSON.stringify(back.error));
+        const huge = await client.request('POST', '/api/process/rotate', {
+          body: `{"fileId":"${fileId}","angle":1e400}`,
+          headers: { 'content-type': 'application/json' },
+        });
+        expectError(huge, 400, 'VALIDATION_ERROR'); // 1e400 is Infinity to JSON.parse
+        assert.ok(fieldNames(huge).includes('angle'), JSON.stringify(huge.body));
+        expectError(await client.post('/api/process/rotate', { fileId, angle: '90' }), 400, 'VALIDATION_ERROR');
+      });
+
+      it("takes image-to-pdf's one input as fileId too, and refuses both or neither", async () => {
+        const client = await key(server);
+        const { fileId } = await client.uploadData(SMALL_JPEG);
+        const task = await client.waitForTask(await client.queue('image-to-pdf', { fileId }));
+        assert.equal(task.status, 'completed', JSON.stringify(task.error));
+        assert.deepEqual(task.input, { fileIds: [fileId] });
+        assert.equal(task.result.pages, 1);
+        const both = await client.post('/api/process/image-to-pdf', { fileId, fileIds: [fileId] });
+        expectError(both, 400, 'VALIDATION_ERROR');
+        assert.ok(fieldNames(both).includes('fileId'), JSON.stringify(both.body));
+        const neither = await client.post('/api/process/image-to-pdf', { pageSize: 'A4' });
+        expectError(neither, 400, 'VALIDATION_ERROR');
+        assert.ok(fieldNames(neither).includes('fileIds'), JSON.stringify(neither.body));
+      });
+
+      it("reports a BMP upload's width and height", async () => {
+        const client = await key(server);
+        const bmp = await client.uploadData(corpusFile('images/image-rs/rgb24.bmp'));
+        assert.equal(bmp.format, 'bmp');
+        assert.deepEqual([bmp.width, bmp.height], [127, 64]);
+        const rle = await client.uploadData(corpusFile('images/image-rs/pal8rle.bmp'));
+        assert.deepEqual([rle.width, rle.height], [127, 64]);
+      });
+
+      it('accepts the request example the document shows for every job kind', async () => {
+        const client = await key(queued); // no workers: the tasks stay queued
+        const openapi = (await client.get('/openapi.json')).body;
+        const image = (await client.uploadData(SMALL_JPEG)).fileId;
+        const deck = (await client.uploadData(corpusFile('presentations/python-pptx/tbl-cell.pptx'))).fileId;
+        for (const op of OPERATIONS) {
+          const name = op.kind.replace(/(^|-)([a-z])/g, (_m: string, _d: string, c: string) => c.toUpperCase());
+          const example = { ...openapi.components.schemas[`${name}Request`].examples[0] };
+          const input = op.accepts === 'presentation' ? deck : image;
+          if ('fileIds' in example) example.fileIds = example.fileIds.map(() => input);
+          else example.fileId = input;
+          const queuedTask = await client.post(`/api/process/${op.kind}`, example);
+          assert.equal(queuedTask.status, 202, `${op.kind} ${JSON.stringify(example)}: ${JSON.stringify(queuedTask.body)}`);
+          if (!op.batch) continue;
+          const batchExample = { ...openapi.components.schemas[`${name}BatchRequest`].examples[0], fileIds: [image, image] };
+          const queuedBatch = await client.post(`/api/process/batch/${op.kind}`, batchExample);
+          assert.equal(queuedBatch.status, 202, `${op.kind} batch: ${JSON.stringify(queuedBatch.body)}`);
+        }
+        const presign = await client.post('/api/upload/presign', { ...openapi.components.schemas.PresignRequest.examples[0], size: 1000 });
+        assert.equal(presign.status, 201, JSON.stringify(presign.body));
       });
     });
   });

@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { ManualClock } from '../../src/clock.js';
 import { CONFIRM_GRACE_MS } from '../../src/files/direct-upload.js';
-import { Client, DIALECTS, corpusFile, startServer, type ApiResponse, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, apiFetch, corpusFile, startServer, type ApiResponse, type TestServer } from '../helpers.js';
 import { startS3rver, type S3Server } from '../s3rver.js';
 
 const JPEG = fs.readFileSync(corpusFile('images/sharp/320x240.jpg'));
@@ -45,8 +45,8 @@ async function put(url: string, body: Buffer | ReadableStream<Uint8Array>, heade
   const streamed = body instanceof ReadableStream;
   const init: RequestInit & { duplex?: 'half' } = { method: 'PUT', headers, body: streamed ? body : new Uint8Array(body) };
   if (streamed) init.duplex = 'half';
-  const response = await fetch(url, init);
-  const text = await response.text();
+  const { response, body: bytes } = await apiFetch(url, init);
+  const text = bytes.toString('utf8');
   let parsed: any = text;
   try {
     parsed = JSON.parse(text);
@@ -100,6 +100,7 @@ for (const dialect of DIALECTS) {
 
     it('presign → PUT → confirm makes a file as an upload does; the reservation becomes its storage', async () => {
       const api = await client();
+      const asked = clock.now();
       const upload = await presign(api, { filename: 'holiday/photo.jpg', size: JPEG.length, contentType: 'image/jpeg' });
       assert.match(upload.uploadId, /^upl_[A-Za-z0-9_-]{22,}$/);
       assert.equal(upload.method, 'PUT');
@@ -107,7 +108,9 @@ for (const dialect of DIALECTS) {
       assert.equal(`${url.origin}${url.pathname}`, `${server.config.publicUrl}/uploads/${upload.uploadId}`);
       assert.deepEqual([...url.searchParams.keys()].sort(), ['expires', 'signature', 'size']);
       assert.deepEqual(upload.headers, { 'content-length': String(JPEG.length), 'content-type': 'image/jpeg' });
-      assert.ok(Math.abs(Date.parse(upload.expiresAt) - (clock.now() + TTL_MS)) <= 1000, upload.expiresAt);
+      // TTL after the request, in whole seconds (so, up to a second before the exact instant).
+      const expiresAt = Date.parse(upload.expiresAt);
+      assert.ok(expiresAt > asked + TTL_MS - 1000 && expiresAt <= clock.now() + TTL_MS, upload.expiresAt);
       // Reserved at presign.
       assert.equal(await storageUsed(api), JPEG.length);
 
@@ -159,7 +162,14 @@ for (const dialect of DIALECTS) {
       const other = await presign(api, { filename: 'b.png', size: PNG.length + 1 });
       const url = new URL(upload.url.replace(server.config.publicUrl, server.url));
       const variants: [string, (u: URL) => void][] = [
-        ['another signature', (u) => u.searchParams.set('signature', `${u.searchParams.get('signature')!.startsWith('A') ? 'B' : 'A'}${u.searchParams.get('signature')!.slice(1)}`)],
+        [
+          'another signature',
+          (u) =>
+            u.searchParams.set(
+              'signature',
+              `${u.searchParams.get('signature')!.startsWith('A') ? 'B' : 'A'}${u.searchParams.get('signature')!.slice(1)}`,
+            ),
+        ],
         ['a larger size', (u) => u.searchParams.set('size', String(PNG.length + 1))],
         ['a later expiry', (u) => u.searchParams.set('expires', String(Number(u.searchParams.get('expires')) + 3600))],
         ['another upload id', (u) => (u.pathname = `/uploads/${other.uploadId}`)],
@@ -265,7 +275,7 @@ for (const dialect of DIALECTS) {
       expectError(await new Client(server.url).post('/api/upload/presign', { filename: 'a', size: 1 }), 401, 'API_KEY_MISSING');
     });
 
-    it('answers 404 for an unknown upload and for another account\'s', async () => {
+    it("answers 404 for an unknown upload and for another account's", async () => {
       const [mine, theirs] = [await client(), await client()];
       const upload = await presign(theirs, { filename: 'a.png', size: PNG.length });
       assert.equal((await put(upload.url.replace(server.config.publicUrl, server.url), PNG)).status, 200);
@@ -279,7 +289,11 @@ for (const dialect of DIALECTS) {
       const second = await presign(api, { filename: 'a.png', size: 1234 }, { 'idempotency-key': 'presign-1' });
       assert.deepEqual(second, first);
       assert.equal(await storageUsed(api), 1234);
-      expectError(await api.post('/api/upload/presign', { filename: 'b.png', size: 1234 }, { 'idempotency-key': 'presign-1' }), 409, 'IDEMPOTENCY_KEY_REUSED');
+      expectError(
+        await api.post('/api/upload/presign', { filename: 'b.png', size: 1234 }, { 'idempotency-key': 'presign-1' }),
+        409,
+        'IDEMPOTENCY_KEY_REUSED',
+      );
     });
 
     it('sweeps abandoned uploads after they expire: bytes deleted, reservation released', async () => {
@@ -310,7 +324,7 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(openapi.paths['/api/upload/presign'].post.security, [{ apiKey: [] }]);
       assert.deepEqual(openapi.paths['/api/upload/confirm'].post.security, [{ apiKey: [] }]);
       assert.ok(openapi.paths['/uploads/{uploadId}']?.put, 'PUT /uploads/{uploadId}');
-      assert.equal(openapi.paths['/uploads/{uploadId}'].put.security, undefined);
+      assert.deepEqual(openapi.paths['/uploads/{uploadId}'].put.security, [], "no API key: the URL's signature authorises it");
     });
   });
 
@@ -330,7 +344,7 @@ for (const dialect of DIALECTS) {
     });
     const client = async (plan: 'pro' | 'max' = 'max') => new Client(server.url, await server.newKey(plan));
 
-    it('presign gives a real presigned S3 PUT; the bytes round-trip exactly; confirm moves them out of the URL\'s reach', async () => {
+    it("presign gives a real presigned S3 PUT; the bytes round-trip exactly; confirm moves them out of the URL's reach", async () => {
       const api = await client();
       const data = fs.readFileSync(corpusFile('images/sharp/Landscape_5.jpg'));
       const upload = await presign(api, { filename: 'landscape.jpg', size: data.length });
@@ -371,7 +385,7 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(await s3.listKeys('outputs/'), [`outputs/${task.taskId}/0`]);
     });
 
-    it('streams multipart uploads into the bucket; one past the plan\'s limit leaves nothing there', async () => {
+    it("streams multipart uploads into the bucket; one past the plan's limit leaves nothing there", async () => {
       const api = await client('pro');
       const before = await s3.listKeys('uploads/');
       const fileId = await api.uploadOk(JPEG, 'small.jpg');

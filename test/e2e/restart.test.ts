@@ -106,13 +106,16 @@ for (const dialect of DIALECTS) {
       const newer = fs
         .readdirSync(path.join(REPO_ROOT, 'src'), { recursive: true, encoding: 'utf8' })
         .filter((f) => f.endsWith('.ts') && fs.statSync(path.join(REPO_ROOT, 'src', f)).mtimeMs > built);
-      if (newer.length) console.warn(`restart test: dist/ is older than src/ (${newer.slice(0, 3).join(', ')}…): run "npm run build" if the server fails`);
+      if (newer.length)
+        console.warn(`restart test: dist/ is older than src/ (${newer.slice(0, 3).join(', ')}…): run "npm run build" if the server fails`);
       const database = await freshDatabase(dialect, dataDir);
       drop = database.drop;
       const plansFile = path.join(dataDir, 'plans.json');
       fs.writeFileSync(
         plansFile,
-        JSON.stringify({ max: { requestsPerSecond: 100_000, monthlyTasks: 1_000_000, maxQueuedTasks: 100_000, dailyBatchFiles: 100_000, batchSize: 200 } }),
+        JSON.stringify({
+          max: { requestsPerSecond: 100_000, monthlyTasks: 1_000_000, maxQueuedTasks: 100_000, dailyBatchFiles: 100_000, batchSize: 200 },
+        }),
       );
       env = {
         DATA_DIR: dataDir,

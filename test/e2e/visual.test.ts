@@ -23,7 +23,13 @@ async function rgba(image: Buffer | string) {
 
 /** Mean absolute difference per channel, 0–255. */
 async function meanDifference(a: Buffer | string, b: Buffer | string, size?: { width: number; height: number }): Promise<number> {
-  const resize = (img: Buffer | string) => sharp(img).autoOrient().resize(size ? { ...size, fit: 'fill' } : undefined).removeAlpha().raw().toBuffer();
+  const resize = (img: Buffer | string) =>
+    sharp(img)
+      .autoOrient()
+      .resize(size ? { ...size, fit: 'fill' } : undefined)
+      .removeAlpha()
+      .raw()
+      .toBuffer();
   const [x, y] = await Promise.all([resize(a), resize(b)]);
   assert.equal(x.length, y.length);
   let sum = 0;
@@ -66,35 +72,61 @@ describe('visual checks', () => {
     for (let i = 0; i < data.length; i += 4) if (data[i] === 0x12 && data[i + 1] === 0x34 && data[i + 2] === 0x56) letterbox++;
     assert.equal(letterbox, 0, 'cover must not letterbox');
     // contain, by contrast, letterboxes on the background colour.
-    const contained = await rgba(await run('resize', { fileId: await client.uploadOk(source), width: 300, height: 100, fit: 'contain', background: '#123456' }));
+    const contained = await rgba(
+      await run('resize', { fileId: await client.uploadOk(source), width: 300, height: 100, fit: 'contain', background: '#123456' }),
+    );
     let bars = 0;
-    for (let i = 0; i < contained.data.length; i += 4) if (contained.data[i] === 0x12 && contained.data[i + 1] === 0x34 && contained.data[i + 2] === 0x56) bars++;
+    for (let i = 0; i < contained.data.length; i += 4)
+      if (contained.data[i] === 0x12 && contained.data[i + 1] === 0x34 && contained.data[i + 2] === 0x56) bars++;
     assert.ok(bars > 100 * 100, 'contain should show the background');
   });
 
   for (const position of ['bottom-right', 'top-left', 'center'] as const) {
     it(`a watermark at ${position} changes pixels only near that position`, async () => {
       const source = corpusFile('images/sharp/test-pattern.png');
-      const out = await run('watermark', { fileId: await client.uploadOk(source), text: 'imgapi', position, fontSize: 24, margin: 10, opacity: 1, color: '#ff0000' });
+      const out = await run('watermark', {
+        fileId: await client.uploadOk(source),
+        text: 'imgapi',
+        position,
+        fontSize: 24,
+        margin: 10,
+        opacity: 1,
+        color: '#ff0000',
+      });
       const before = await rgba(source);
       const after = await rgba(out);
       assert.deepEqual([after.width, after.height], [before.width, before.height]);
-      let minX = Infinity, minY = Infinity, maxX = -1, maxY = -1;
+      let minX = Infinity,
+        minY = Infinity,
+        maxX = -1,
+        maxY = -1;
       for (let y = 0; y < before.height; y++) {
         for (let x = 0; x < before.width; x++) {
           const i = (y * before.width + x) * 4;
-          if (Math.abs(before.data[i]! - after.data[i]!) + Math.abs(before.data[i + 1]! - after.data[i + 1]!) + Math.abs(before.data[i + 2]! - after.data[i + 2]!) > 6) {
-            minX = Math.min(minX, x); maxX = Math.max(maxX, x); minY = Math.min(minY, y); maxY = Math.max(maxY, y);
+          if (
+            Math.abs(before.data[i]! - after.data[i]!) +
+              Math.abs(before.data[i + 1]! - after.data[i + 1]!) +
+              Math.abs(before.data[i + 2]! - after.data[i + 2]!) >
+            6
+          ) {
+            minX = Math.min(minX, x);
+            maxX = Math.max(maxX, x);
+            minY = Math.min(minY, y);
+            maxY = Math.max(maxY, y);
           }
         }
       }
       assert.ok(maxX >= 0, 'the watermark changed nothing');
-      const w = before.width, h = before.height;
+      const w = before.width,
+        h = before.height;
       // The changed area is about one line of 24 px text, within the margin of its corner.
       assert.ok(maxY - minY < 60, `changed rows ${minY}–${maxY}`);
-      if (position === 'bottom-right') assert.ok(minX > w / 3 && maxX <= w - 10 && minY > h / 2 && maxY <= h - 10, `changed box ${minX},${minY}–${maxX},${maxY}`);
-      if (position === 'top-left') assert.ok(minX >= 10 && maxX < (2 * w) / 3 && minY >= 10 && maxY < h / 2, `changed box ${minX},${minY}–${maxX},${maxY}`);
-      if (position === 'center') assert.ok(minX > w / 6 && maxX < (5 * w) / 6 && minY > h / 3 && maxY < (2 * h) / 3, `changed box ${minX},${minY}–${maxX},${maxY}`);
+      if (position === 'bottom-right')
+        assert.ok(minX > w / 3 && maxX <= w - 10 && minY > h / 2 && maxY <= h - 10, `changed box ${minX},${minY}–${maxX},${maxY}`);
+      if (position === 'top-left')
+        assert.ok(minX >= 10 && maxX < (2 * w) / 3 && minY >= 10 && maxY < h / 2, `changed box ${minX},${minY}–${maxX},${maxY}`);
+      if (position === 'center')
+        assert.ok(minX > w / 6 && maxX < (5 * w) / 6 && minY > h / 3 && maxY < (2 * h) / 3, `changed box ${minX},${minY}–${maxX},${maxY}`);
     });
   }
 

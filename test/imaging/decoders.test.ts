@@ -7,7 +7,9 @@ import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 
 import { TaskError, type TaskErrorCode } from '../../src/errors.js';
-import { RAW_DECODED_FORMATS, decodeRaw, readHeader, type RawImage } from '../../src/imaging/decoders.js';
+import { decodeRaw, readHeader } from '../../src/imaging/decoders/raw.js';
+import type { RawImage } from '../../src/imaging/decoders/pixels.js';
+import { IMAGE_FORMATS, isRawDecoded } from '../../src/imaging/formats.js';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const corpusDir = path.resolve(repoRoot, '../shared/corpus/images');
@@ -71,7 +73,10 @@ function makePalette(n: number): Buffer {
   for (let i = 0; i < n; i++) palette.set([(i * 37 + 11) & 255, (i * 91 + 200) & 255, (i * 53 + 7) & 255], i * 3);
   return palette;
 }
-const indexPattern = (colours: number) => (x: number, y: number): number => (x * 3 + y * 7 + ((x * y) >> 2)) % colours;
+const indexPattern =
+  (colours: number) =>
+  (x: number, y: number): number =>
+    (x * 3 + y * 7 + ((x * y) >> 2)) % colours;
 function expandPalette(palette: Buffer, index: (x: number, y: number) => number, width = W, height = H): Buffer {
   const out = Buffer.alloc(width * height * 3);
   for (let y = 0; y < height; y++) {
@@ -202,9 +207,7 @@ function rleEncode(width: number, height: number, index: (x: number, y: number) 
         for (const v of literal) bytes.push(1, pair(v));
       } else {
         bytes.push(0, n);
-        const packed = rle4
-          ? Array.from({ length: Math.ceil(n / 2) }, (_, k) => (literal[2 * k]! << 4) | (literal[2 * k + 1] ?? 0))
-          : literal;
+        const packed = rle4 ? Array.from({ length: Math.ceil(n / 2) }, (_, k) => (literal[2 * k]! << 4) | (literal[2 * k + 1] ?? 0)) : literal;
         bytes.push(...packed);
         if (packed.length % 2) bytes.push(0);
       }
@@ -241,7 +244,7 @@ function assertPixels(image: RawImage, expected: Buffer, channels: 3 | 4, width 
 
 describe('raw decoders: API', () => {
   it('lists exactly the formats sharp cannot read', () => {
-    assert.deepEqual([...RAW_DECODED_FORMATS].sort(), ['bmp', 'heic']);
+    assert.deepEqual([...IMAGE_FORMATS].filter(isRawDecoded).sort(), ['bmp', 'heic', 'jp2']);
   });
 
   it('refuses a format it does not decode', async () => {
@@ -374,7 +377,14 @@ describe('BMP: round trips through the test encoder', () => {
     assertPixels(await decodeBmp(plain), expected([5, 5, 5], false), 3);
 
     const rgb565 = (x: number, y: number) => ((at(x, y, 0) >> 3) << 11) | ((at(x, y, 1) >> 2) << 5) | (at(x, y, 2) >> 3);
-    const masked = makeBmp({ width: W, height: H, bpp: 16, compression: 3, masks: [0xf800, 0x07e0, 0x001f], pixelData: packRows(W, H, 16, false, rgb565) });
+    const masked = makeBmp({
+      width: W,
+      height: H,
+      bpp: 16,
+      compression: 3,
+      masks: [0xf800, 0x07e0, 0x001f],
+      pixelData: packRows(W, H, 16, false, rgb565),
+    });
     assertPixels(await decodeBmp(masked), expected([5, 6, 5], false), 3);
 
     const argb4444 = (x: number, y: number) =>
@@ -397,7 +407,15 @@ describe('BMP: round trips through the test encoder', () => {
       const palette = makePalette(colours);
       const index = indexPattern(colours);
       for (const topDown of [false, true]) {
-        const file = makeBmp({ width: W, height: H, bpp, topDown, palette, colorsUsed: colours === 2 ** bpp ? 0 : colours, pixelData: packRows(W, H, bpp, topDown, index) });
+        const file = makeBmp({
+          width: W,
+          height: H,
+          bpp,
+          topDown,
+          palette,
+          colorsUsed: colours === 2 ** bpp ? 0 : colours,
+          pixelData: packRows(W, H, bpp, topDown, index),
+        });
         assertPixels(await decodeBmp(file), expandPalette(palette, index), 3);
       }
     }
@@ -437,19 +455,39 @@ describe('BMP: round trips through the test encoder', () => {
     // 5×1: run of 5 from 0x12 → 1 2 1 2 1, end of bitmap.
     const file = makeBmp({ width: 5, height: 1, bpp: 4, compression: 2, palette, pixelData: Buffer.from([5, 0x12, 0, 1]) });
     const image = await decodeBmp(file);
-    assertPixels(image, expandPalette(palette, (x) => (x % 2 ? 2 : 1), 5, 1), 3, 5, 1);
+    assertPixels(
+      image,
+      expandPalette(palette, (x) => (x % 2 ? 2 : 1), 5, 1),
+      3,
+      5,
+      1,
+    );
   });
 
   it('RLE8: delta and early end-of-line / end-of-bitmap leave skipped pixels transparent', async () => {
     const palette = makePalette(8);
     // 6×4, stored bottom-up: storage row 0 is image row 3.
     const stream = Buffer.from([
-      3, 1, 0, 0, // row 3: three pixels of colour 1, end of line
-      0, 2, 2, 1, // delta: right 2, one row on (row 2 skipped; now row 1, x = 2)
-      0, 4, 2, 3, 2, 3, // absolute run: 2 3 2 3 at x = 2..5
-      0, 0, // end of line
-      6, 4, // row 0: six pixels of colour 4
-      0, 1, // end of bitmap
+      3,
+      1,
+      0,
+      0, // row 3: three pixels of colour 1, end of line
+      0,
+      2,
+      2,
+      1, // delta: right 2, one row on (row 2 skipped; now row 1, x = 2)
+      0,
+      4,
+      2,
+      3,
+      2,
+      3, // absolute run: 2 3 2 3 at x = 2..5
+      0,
+      0, // end of line
+      6,
+      4, // row 0: six pixels of colour 4
+      0,
+      1, // end of bitmap
     ]);
     const file = makeBmp({ width: 6, height: 4, bpp: 8, compression: 1, palette, pixelData: stream });
     const image = await decodeBmp(file);
@@ -490,7 +528,11 @@ describe('BMP: malformed and unsupported files', () => {
   });
 
   it('zero width or height is INVALID_IMAGE', async () => {
-    for (const [w, h] of [[0, 10], [10, 0], [-5, 10]]) {
+    for (const [w, h] of [
+      [0, 10],
+      [10, 0],
+      [-5, 10],
+    ]) {
       const file = lyingHeader(w!, h!);
       await rejectsWith(readHeader(file, 'bmp'), ['INVALID_IMAGE']);
       await rejectsWith(decodeRaw(file, 'bmp', MAX_PIXELS), ['INVALID_IMAGE']);
@@ -528,7 +570,13 @@ describe('BMP: malformed and unsupported files', () => {
     // An RLE4 absolute run longer than the row.
     const rle4 = makeBmp({ width: 5, height: 1, bpp: 4, compression: 2, palette, pixelData: Buffer.from([0, 7, 0x12, 0x34, 0x56, 0x70, 0, 1]) });
     const clipped = await decodeBmp(rle4);
-    assertPixels(clipped, expandPalette(palette, (x) => x + 1, 5, 1), 3, 5, 1);
+    assertPixels(
+      clipped,
+      expandPalette(palette, (x) => x + 1, 5, 1),
+      3,
+      5,
+      1,
+    );
   });
 
   it('RLE data that ends before the image does is INVALID_IMAGE', async () => {
@@ -577,9 +625,16 @@ describe('BMP: malformed and unsupported files', () => {
       'bit fields at 24 bits': edit((b) => b.writeUInt32LE(3, 30)),
       'unknown compression': edit((b) => b.writeUInt32LE(99, 30)),
       'palette missing': makeBmp({ width: 4, height: 4, bpp: 8, pixelData: Buffer.alloc(16) }),
-      'masks truncated': makeBmp({ width: 1, height: 1, bpp: 32, compression: 3, masks: [0xff0000] , pixelData: Buffer.alloc(0) }),
+      'masks truncated': makeBmp({ width: 1, height: 1, bpp: 32, compression: 3, masks: [0xff0000], pixelData: Buffer.alloc(0) }),
       'non-contiguous mask': makeBmp({ width: 1, height: 1, bpp: 32, compression: 3, masks: [0xf0f000, 0xff00, 0xff], pixelData: Buffer.alloc(4) }),
-      'mask wider than the pixel': makeBmp({ width: 1, height: 1, bpp: 16, compression: 3, masks: [0x1f0000, 0x7e0, 0x1f], pixelData: Buffer.alloc(4) }),
+      'mask wider than the pixel': makeBmp({
+        width: 1,
+        height: 1,
+        bpp: 16,
+        compression: 3,
+        masks: [0x1f0000, 0x7e0, 0x1f],
+        pixelData: Buffer.alloc(4),
+      }),
       'all masks zero': makeBmp({ width: 1, height: 1, bpp: 32, compression: 3, masks: [0, 0, 0], pixelData: Buffer.alloc(4) }),
     };
     for (const [name, file] of Object.entries(cases)) {
@@ -595,8 +650,23 @@ describe('BMP: malformed and unsupported files', () => {
       makeBmp({ width: W, height: H, bpp: 4, headerSize: 12, palette, pixelData: packRows(W, H, 4, false, indexPattern(16)) }),
       makeBmp({ width: W, height: H, bpp: 8, compression: 1, palette: makePalette(64), pixelData: rleEncode(W, H, indexPattern(64), false) }),
       makeBmp({ width: W, height: H, bpp: 4, compression: 2, palette, pixelData: rleEncode(W, H, indexPattern(16), true) }),
-      makeBmp({ width: W, height: H, bpp: 32, headerSize: 124, compression: 3, masks: [0xff0000, 0xff00, 0xff, 0xff000000], pixelData: packRows(W, H, 32, true, (x, y) => x * 0x01020304 + y) }),
-      makeBmp({ width: W, height: H, bpp: 16, compression: 3, masks: [0xf800, 0x07e0, 0x001f], pixelData: packRows(W, H, 16, false, (x, y) => x * 1800 + y) }),
+      makeBmp({
+        width: W,
+        height: H,
+        bpp: 32,
+        headerSize: 124,
+        compression: 3,
+        masks: [0xff0000, 0xff00, 0xff, 0xff000000],
+        pixelData: packRows(W, H, 32, true, (x, y) => x * 0x01020304 + y),
+      }),
+      makeBmp({
+        width: W,
+        height: H,
+        bpp: 16,
+        compression: 3,
+        masks: [0xf800, 0x07e0, 0x001f],
+        pixelData: packRows(W, H, 16, false, (x, y) => x * 1800 + y),
+      }),
     ];
     let seed = 12345;
     const random = (n: number): number => {
@@ -640,7 +710,7 @@ interface BoxRef {
 /** Child boxes of the box body [from, to) (32-bit sizes only: enough for these small files). */
 function boxes(file: Buffer, from: number, to: number): BoxRef[] {
   const found: BoxRef[] = [];
-  for (let at = from; at + 8 <= to; ) {
+  for (let at = from; at + 8 <= to;) {
     const size = file.readUInt32BE(at);
     found.push({ type: file.toString('latin1', at + 4, at + 8), start: at, size });
     if (size < 8) break;
@@ -703,7 +773,12 @@ function withExtraProperty(file: Buffer, itemId: number, property: Buffer): Buff
   const grow = property.length + 1;
   const mdatAfterMeta = meta.start < child(boxes(copy, 0, copy.length), 'mdat').start;
   if (mdatAfterMeta) shiftIlocOffsets(copy, iloc, grow);
-  for (const [box, by] of [[meta, grow], [iprp, grow], [ipco, property.length], [ipma, 1]] as const) {
+  for (const [box, by] of [
+    [meta, grow],
+    [iprp, grow],
+    [ipco, property.length],
+    [ipma, 1],
+  ] as const) {
     copy.writeUInt32BE(box.size + by, box.start);
   }
   const ipcoEnd = ipco.start + ipco.size;
@@ -791,7 +866,9 @@ describe('HEIC', () => {
     }
     assert.ok(transparent > 10_000 && opaque > 10_000, `transparent ${transparent}, opaque ${opaque}`);
     // And the pixels sharp gets from it are usable as they are.
-    const png = await sharp(image.data, { raw: { width: 512, height: 512, channels: 4 } }).png().toBuffer();
+    const png = await sharp(image.data, { raw: { width: 512, height: 512, channels: 4 } })
+      .png()
+      .toBuffer();
     assert.equal((await sharp(png).metadata()).hasAlpha, true);
   });
 
@@ -806,7 +883,11 @@ describe('HEIC', () => {
   it('applies irot: the header size is already the displayed one', async () => {
     const input = await corpus('libheif/rainbow-451x461.heic');
     const upright = await decodeRaw(input, 'heic', MAX_PIXELS);
-    for (const [quarterTurns, sharpAngle] of [[1, 270], [2, 180], [3, 90]] as const) {
+    for (const [quarterTurns, sharpAngle] of [
+      [1, 270],
+      [2, 180],
+      [3, 90],
+    ] as const) {
       const rotated = withExtraProperty(input, 1, irot(quarterTurns));
       const swap = quarterTurns % 2 === 1;
       const [width, height] = swap ? [461, 451] : [451, 461];
@@ -815,7 +896,11 @@ describe('HEIC', () => {
       assert.deepEqual([image.width, image.height], [width, height]);
       // irot turns anticlockwise, sharp's rotate clockwise. Not bit-exact: libheif crops (clap)
       // and turns before converting 4:2:0 chroma to RGB, which shifts chroma at the cut edge.
-      const turned = (angle: number) => sharp(upright.data, { raw: { width: 451, height: 461, channels: 3 } }).rotate(angle).raw().toBuffer();
+      const turned = (angle: number) =>
+        sharp(upright.data, { raw: { width: 451, height: 461, channels: 3 } })
+          .rotate(angle)
+          .raw()
+          .toBuffer();
       const expected = meanAbsDiff(image.data, await turned(sharpAngle));
       assert.ok(expected < 1, `irot ${quarterTurns}: the upright pixels turned (mean difference ${expected})`);
       if (swap) assert.ok(meanAbsDiff(image.data, await turned(360 - sharpAngle)) > 20, 'and not the other way');

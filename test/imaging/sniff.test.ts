@@ -4,7 +4,8 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-import { MIME_TYPES, SNIFF_HEAD_BYTES, sniff, type SniffRefusal, type Sniffed } from '../../src/imaging/sniff.js';
+import { FORMATS } from '../../src/imaging/formats.js';
+import { SNIFF_HEAD_BYTES, sniff, type SniffRefusal, type Sniffed } from '../../src/imaging/sniff.js';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const corpusDir = path.resolve(repoRoot, '../shared/corpus');
@@ -49,7 +50,7 @@ describe('sniff: corpus', () => {
   });
 
   describe('decodable images sniff to their manifest format', () => {
-    for (const e of images.filter((x) => x.expect === 'decodable' && x.format !== 'jp2' && !isLosslessJpeg(x))) {
+    for (const e of images.filter((x) => x.expect === 'decodable')) {
       it(e.path, async () => {
         const r = sniff(await readHead(e.path));
         assert.ok(r !== null && !isRefusal(r), `expected ${e.format}, got ${JSON.stringify(r)}`);
@@ -59,19 +60,15 @@ describe('sniff: corpus', () => {
     }
   });
 
-  describe('refused images', () => {
+  describe('formats this service decodes itself', () => {
     for (const e of images.filter(isLosslessJpeg)) {
-      it(`${e.path} (lossless JPEG)`, async () => {
-        const r = sniff(await readHead(e.path));
-        assert.ok(isRefusal(r), `expected refusal, got ${JSON.stringify(r)}`);
-        assert.match(r.reason, /lossless JPEG/);
+      it(`${e.path} (lossless JPEG, process 14) is jpeg`, async () => {
+        assert.deepEqual(sniff(await readHead(e.path)), { format: 'jpeg', mimeType: 'image/jpeg' });
       });
     }
     for (const e of images.filter((x) => x.format === 'jp2')) {
-      it(`${e.path} (JPEG 2000)`, async () => {
-        const r = sniff(await readHead(e.path));
-        assert.ok(isRefusal(r), `expected refusal, got ${JSON.stringify(r)}`);
-        assert.match(r.reason, /JPEG 2000/);
+      it(`${e.path} (a raw JPEG 2000 codestream) is jp2, image/j2c`, async () => {
+        assert.deepEqual(sniff(await readHead(e.path)), { format: 'jp2', mimeType: 'image/j2c' });
       });
     }
   });
@@ -150,17 +147,23 @@ describe('sniff: unit cases', () => {
     });
   });
 
-  it('lossless JPEG is refused even after fill bytes, RST markers and an APP segment containing FF C0', () => {
-    const bytes = Buffer.from([
-      0xff, 0xd8,
-      ...jpegSegment(0xe1, [0x45, 0x78, 0x69, 0x66, 0x00, 0x00, 0xff, 0xc0, 0x00, 0x11]), // decoy SOF0 inside APP1
-      0xff, 0xd0, // standalone marker, no length
-      0xff, 0xff, 0xff, // fill bytes
-      ...jpegSegment(0xc3, [0x08, 0x00, 0x10, 0x00, 0x10, 0x01, 0x01, 0x11, 0x00]),
-    ]);
-    const r = sniff(bytes);
+  it('lossless JPEG: process 14 (SOF3) is jpeg even after fill bytes, RST markers and an APP segment containing FF C0; SOF7 is refused', () => {
+    const lossless = (sof: number) =>
+      Buffer.from([
+        0xff,
+        0xd8,
+        ...jpegSegment(0xe1, [0x45, 0x78, 0x69, 0x66, 0x00, 0x00, 0xff, 0xc0, 0x00, 0x11]), // decoy SOF0 inside APP1
+        0xff,
+        0xd0, // standalone marker, no length
+        0xff,
+        0xff,
+        0xff, // fill bytes
+        ...jpegSegment(sof, [0x08, 0x00, 0x10, 0x00, 0x10, 0x01, 0x01, 0x11, 0x00]),
+      ]);
+    assert.deepEqual(sniff(lossless(0xc3)), { format: 'jpeg', mimeType: 'image/jpeg' });
+    const r = sniff(lossless(0xc7));
     assert.ok(isRefusal(r));
-    assert.equal(r.reason, 'lossless JPEG is not supported');
+    assert.match(r.reason, /lossless JPEG other than process 14/);
   });
 
   it('arithmetic-coded and progressive JPEGs are accepted', () => {
@@ -170,9 +173,17 @@ describe('sniff: unit cases', () => {
     }
   });
 
-  it('JPEG 2000 (box signature) and PDF are refused', () => {
-    const jp2 = Buffer.from([0x00, 0x00, 0x00, 0x0c, 0x6a, 0x50, 0x20, 0x20, 0x0d, 0x0a, 0x87, 0x0a, 0, 0, 0, 0x14]);
-    assert.deepEqual(sniff(jp2), { refused: true, reason: 'JPEG 2000 is not supported' });
+  it('JPEG 2000: a JP2 file (or a JPX compatible with it) and a raw codestream are jp2; JPX alone and PDF are refused', () => {
+    const jp2 = (major: string, ...compatible: string[]) =>
+      Buffer.concat([
+        Buffer.from([0x00, 0x00, 0x00, 0x0c, 0x6a, 0x50, 0x20, 0x20, 0x0d, 0x0a, 0x87, 0x0a]),
+        Buffer.from([0, 0, 0, 16 + 4 * compatible.length]),
+        Buffer.from(`ftyp${major}\0\0\0\0${compatible.join('')}`, 'latin1'),
+      ]);
+    assert.deepEqual(sniff(jp2('jp2 ', 'jp2 ')), { format: 'jp2', mimeType: 'image/jp2' });
+    assert.deepEqual(sniff(jp2('jpx ', 'jpx ', 'jp2 ')), { format: 'jp2', mimeType: 'image/jp2' });
+    assert.ok(isRefusal(sniff(jp2('jpx ', 'jpx '))));
+    assert.deepEqual(sniff(Buffer.from([0xff, 0x4f, 0xff, 0x51, 0, 0x2f])), { format: 'jp2', mimeType: 'image/j2c' });
     assert.deepEqual(sniff(text('%PDF-1.7\n%\xe2\xe3\n')), { refused: true, reason: 'PDF input is not supported' });
   });
 
@@ -206,9 +217,7 @@ describe('sniff: unit cases', () => {
   });
 
   it('SVG: BOM, namespace prefix and a DOCTYPE internal subset with ">" and "]" inside', () => {
-    const svg =
-      '\ufeff<!DOCTYPE svg:svg [\n  <!ENTITY a "x > y ] z">\n  <!-- ] > -->\n]>\n' +
-      '<svg:svg xmlns:svg="http://www.w3.org/2000/svg"/>';
+    const svg = '\ufeff<!DOCTYPE svg:svg [\n  <!ENTITY a "x > y ] z">\n  <!-- ] > -->\n]>\n' + '<svg:svg xmlns:svg="http://www.w3.org/2000/svg"/>';
     assert.equal((sniff(text(svg)) as Sniffed).format, 'svg');
     assert.equal(sniff(text('<svgfoo/>')), null);
     assert.equal(sniff(text('hello <svg/>')), null);
@@ -221,9 +230,9 @@ describe('sniff: unit cases', () => {
     }
   });
 
-  it('MIME_TYPES covers every format', () => {
-    assert.equal(MIME_TYPES.svg, 'image/svg+xml');
-    assert.equal(MIME_TYPES.pdf, 'application/pdf');
-    assert.equal(MIME_TYPES.zip, 'application/zip');
+  it('the format table gives every format its media type', () => {
+    assert.equal(FORMATS.svg.mime, 'image/svg+xml');
+    assert.equal(FORMATS.pdf.mime, 'application/pdf');
+    assert.equal(FORMATS.zip.mime, 'application/zip');
   });
 });

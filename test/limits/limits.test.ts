@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { ManualClock } from '../../src/clock.js';
 import { findAccountByEmail, setPlan } from '../../src/accounts/accounts.js';
-import { Client, DIALECTS, corpusFile, startServer, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, completeTask, corpusFile, startServer, type TestServer } from '../helpers.js';
 
 const SMALL = corpusFile('images/sharp/320x240.jpg');
 const SMALL_SIZE = fs.statSync(SMALL).size;
@@ -53,7 +53,9 @@ for (const dialect of DIALECTS) {
       const client = new Client(server.url, await server.newKey('pro'));
       // Monthly quota is 5 on this plan: the daily batch quota (4 files) binds first.
       const files = [await client.uploadOk(SMALL), await client.uploadOk(SMALL)];
-      const responses = await Promise.all(Array.from({ length: 10 }, () => client.post('/api/process/batch/convert', { fileIds: files, format: 'png' })));
+      const responses = await Promise.all(
+        Array.from({ length: 10 }, () => client.post('/api/process/batch/convert', { fileIds: files, format: 'png' })),
+      );
       const admitted = responses.filter((r) => r.status === 202);
       assert.equal(admitted.length, 2, JSON.stringify(responses.map((r) => r.status)));
       for (const r of responses.filter((r) => r.status !== 202)) {
@@ -96,7 +98,9 @@ for (const dialect of DIALECTS) {
       const client = new Client(server.url, await server.newKey('max'));
       const other = new Client(server.url, await server.newKey('max'));
       const responses = [];
+      const started = clock.now();
       for (let i = 0; i < 8; i++) responses.push(await client.get(i % 2 ? '/api/account' : '/api/files/file_nope'));
+      const finished = clock.now();
       for (const r of responses) {
         assert.equal(r.headers.get('ratelimit-limit'), '3');
         assert.ok(Number(r.headers.get('ratelimit-remaining')) >= 0);
@@ -106,6 +110,14 @@ for (const dialect of DIALECTS) {
       assert.ok(limited.length >= 1, 'eight quick requests at 3/s must be limited');
       assert.equal(limited[0]!.body.error.code, 'RATE_LIMITED');
       assert.ok(Number(limited[0]!.headers.get('retry-after')) >= 1);
+      // Like every quota error, its details say the limit, the amount used and when it resets.
+      // The window is the whole second the request fell in, so it resets on a second boundary
+      // after the loop started and at most a second after it finished (the loop may cross one).
+      const { resetsAt, ...rest } = limited[0]!.body.error.details;
+      assert.deepEqual(rest, { limit: 3, used: 3, retryAfterSeconds: Number(limited[0]!.headers.get('retry-after')) });
+      const resetsAtMs = Date.parse(resetsAt);
+      assert.equal(resetsAtMs % 1000, 0, resetsAt);
+      assert.ok(resetsAtMs > started && resetsAtMs <= finished + 1000, `${resetsAt} not in the loop's windows`);
       // Another key has its own budget.
       assert.equal((await other.get('/api/account')).status, 200);
       // The window moves on with the application's clock.
@@ -120,7 +132,8 @@ for (const dialect of DIALECTS) {
       clock.advance(1000);
       assert.equal((await client.post('/api/process/compress', { fileId: inUse.fileId })).status, 202);
       const account = (await findAccountByEmail(server.services.database, await emailOf(server, client)))!;
-      const keyOf = async (id: string) => (await server.services.database.db.selectFrom('files').select('storage_key').where('id', '=', id).executeTakeFirstOrThrow()).storage_key;
+      const keyOf = async (id: string) =>
+        (await server.services.database.db.selectFrom('files').select('storage_key').where('id', '=', id).executeTakeFirstOrThrow()).storage_key;
       const path = server.services.storage.localPath!(await keyOf(upload.fileId));
       assert.ok(fs.existsSync(path));
       assert.equal(Date.parse(upload.expiresAt) - Date.parse(upload.createdAt), 604_800_000, 'max plan keeps files a week');
@@ -133,7 +146,9 @@ for (const dialect of DIALECTS) {
       assert.equal(download.body.error.code, 'FILE_EXPIRED');
       // The input of a queued task is kept until the task ends.
       assert.ok(fs.existsSync(server.services.storage.localPath!(await keyOf(inUse.fileId))));
-      const used = (await server.services.database.db.selectFrom('accounts').select('storage_used').where('id', '=', account.id).executeTakeFirstOrThrow()).storage_used;
+      const used = (
+        await server.services.database.db.selectFrom('accounts').select('storage_used').where('id', '=', account.id).executeTakeFirstOrThrow()
+      ).storage_used;
       assert.equal(Number(used), SMALL_SIZE);
       const task = (await client.get('/api/tasks?status=queued')).body.data.tasks[0];
       assert.equal((await client.request('DELETE', `/api/tasks/${task.taskId}`)).status, 200);
@@ -152,7 +167,11 @@ for (const dialect of DIALECTS) {
   describe(`fair claiming (${dialect})`, () => {
     let server: TestServer;
     before(async () => {
-      server = await startServer({ dialect, workers: 0, plans: { max: { dailyBatchFiles: 100_000 }, pro: { dailyBatchFiles: 100_000, batchSize: 200 } } });
+      server = await startServer({
+        dialect,
+        workers: 0,
+        plans: { max: { dailyBatchFiles: 100_000 }, pro: { dailyBatchFiles: 100_000, batchSize: 200 } },
+      });
     });
     after(() => server.close());
 
@@ -163,7 +182,7 @@ for (const dialect of DIALECTS) {
         const [task] = await server.services.queue.claim('one-slot', 1, 30_000);
         if (!task) break;
         order.push(task.id);
-        assert.equal(await server.services.queue.complete(task, 'one-slot', [], {}, false, 1000, async () => {}), true);
+        assert.equal(await completeTask(server.services.queue, task, 'one-slot'), true);
       }
       return order;
     }

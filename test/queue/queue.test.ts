@@ -7,10 +7,11 @@ import pg from 'pg';
 import pino from 'pino';
 import { ManualClock } from '../../src/clock.js';
 import { createServices, type Services } from '../../src/services.js';
-import { backoffMs, type CompletedOutput, type TaskQueue, type TaskRow } from '../../src/queue/queue.js';
+import { backoffMs, MAX_LOST_LEASES, type TaskQueue, type TaskRow } from '../../src/queue/queue.js';
+import type { StoredOutput } from '../../src/files/files.js';
 import { MAX_ATTEMPTS } from '../../src/tasks/tasks.js';
 import { WorkerPool } from '../../src/worker/worker.js';
-import { Client, DIALECTS, corpusFile, sleep, startServer, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, completeTask, corpusFile, sleep, startServer, type TestServer } from '../helpers.js';
 
 const LEASE_MS = 30_000;
 
@@ -18,8 +19,8 @@ const MAX_PLAN = {
   max: { requestsPerSecond: 100_000, monthlyTasks: 1_000_000, maxQueuedTasks: 100_000, dailyBatchFiles: 100_000, batchSize: 200 },
 };
 
-/** A made-up output row for `complete()`: the queue records it; no bytes need to exist. */
-function fakeOutput(label: string): CompletedOutput {
+/** A made-up stored output for completeTask: the files module records it; no bytes need to exist. */
+function fakeOutput(label: string): StoredOutput {
   return {
     fileId: `file_fake_${label}_${Math.random().toString(36).slice(2)}`,
     storageKey: `outputs/fake/${label}`,
@@ -192,12 +193,8 @@ for (const dialect of DIALECTS) {
 
         // A wakes up: its heartbeat and its completion are refused and leave nothing behind.
         assert.equal(await queue.heartbeat(id, 'worker-A', LEASE_MS), false);
-        let aCommitted = false;
-        const stale = await queue.complete(fromA, 'worker-A', [fakeOutput('a')], { from: 'A' }, false, 1000, async () => {
-          aCommitted = true;
-        });
+        const stale = await completeTask(queue, fromA, 'worker-A', [fakeOutput('a')], { result: { from: 'A' } });
         assert.equal(stale, false);
-        assert.equal(aCommitted, false);
         assert.equal(await queue.fail(fromA, 'worker-A', { code: 'INTERNAL_ERROR', message: 'late', transient: true }), 'lost');
         assert.equal((await outputRows(services, id)).length, 0);
         const stillB = await taskRow(services, id);
@@ -206,39 +203,70 @@ for (const dialect of DIALECTS) {
 
         assert.ok(await queue.heartbeat(id, 'worker-B', LEASE_MS));
         const output = fakeOutput('b');
-        assert.equal(await queue.complete(fromB, 'worker-B', [output], { from: 'B' }, false, 1000, async () => {}), true);
+        // A result as the worker writes it: the output's format and size, and the kind's own fields.
+        const resultB = { format: output.format, size: output.size, from: 'B' };
+        assert.equal(await completeTask(queue, fromB, 'worker-B', [output], { result: resultB }), true);
         // Completing twice is refused too: the task is no longer processing.
-        assert.equal(await queue.complete(fromB, 'worker-B', [fakeOutput('b2')], { from: 'B' }, false, 1000, async () => {}), false);
+        assert.equal(await completeTask(queue, fromB, 'worker-B', [fakeOutput('b2')], { result: resultB }), false);
 
         const done = await taskRow(services, id);
         assert.equal(done.status, 'completed');
         assert.equal(done.attempts, 2);
         assert.equal(done.output_file_id, output.fileId);
-        assert.deepEqual(JSON.parse(done.result!), { from: 'B' });
-        assert.deepEqual((await outputRows(services, id)).map((f) => f.id), [output.fileId]);
+        assert.deepEqual(JSON.parse(done.result!), resultB);
+        assert.deepEqual(
+          (await outputRows(services, id)).map((f) => f.id),
+          [output.fileId],
+        );
         const api = await client.get(`/api/tasks/${id}`);
         assert.equal(api.body.data.status, 'completed');
         assert.equal(api.body.data.attempts, 2);
       });
 
-      it('a lease lapsing on the last attempt fails the task with INTERNAL_ERROR and refunds it', async () => {
+      it('a task whose worker dies twice (its lease lapses twice) fails INTERNAL_ERROR, is refunded and is never claimed a third time', async () => {
         const id = await queueOne();
         const before = await monthlyUsed(client);
-        for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-          const [claimed] = await queue.claim(`worker-${attempt}`, 1, LEASE_MS);
+        assert.ok(MAX_LOST_LEASES < MAX_ATTEMPTS, 'the poison-task rule is stricter than the attempts limit');
+        for (let death = 1; death <= MAX_LOST_LEASES; death++) {
+          const [claimed] = await queue.claim(`worker-${death}`, 1, LEASE_MS);
           assert.ok(claimed, 'claimed');
           assert.equal(claimed.id, id);
-          assert.equal(claimed.attempts, attempt);
+          assert.equal(claimed.attempts, death, 'the claim counts the attempt');
+          // The worker dies: nothing heart-beats, the lease lapses and the reaper finds it.
           clock.advance(LEASE_MS + 1_000);
           const reaped = await queue.reapExpiredLeases();
-          assert.deepEqual(reaped, attempt < MAX_ATTEMPTS ? { requeued: 1, failed: 0 } : { requeued: 0, failed: 1 });
+          assert.deepEqual(reaped, death < MAX_LOST_LEASES ? { requeued: 1, failed: 0 } : { requeued: 0, failed: 1 });
         }
         const failed = await taskRow(services, id);
         assert.equal(failed.status, 'failed');
         assert.equal(failed.error_code, 'INTERNAL_ERROR');
+        assert.match(failed.error_message!, /stopped responding 2 times/);
         assert.equal(failed.lease_owner, null);
+        assert.equal(failed.lost_leases, MAX_LOST_LEASES);
         assert.equal(await monthlyUsed(client), before - 1);
-        assert.deepEqual(await queue.claim('worker-late', 1, LEASE_MS), []);
+        assert.deepEqual(await queue.claim('worker-late', 1, LEASE_MS), [], 'not claimed a third time');
+        const api = await client.get(`/api/tasks/${id}`);
+        assert.equal(api.body.data.status, 'failed');
+        assert.equal(api.body.data.error.code, 'INTERNAL_ERROR');
+        assert.equal(api.body.data.attempts, MAX_LOST_LEASES);
+      });
+
+      it('lost leases are counted apart from transient faults: a fault and one lapse still leave the task its last attempt', async () => {
+        await queueOne();
+        const [first] = await queue.claim('worker-fault', 1, LEASE_MS);
+        assert.ok(first, 'claimed');
+        assert.equal(await queue.fail(first, 'worker-fault', { code: 'INTERNAL_ERROR', message: 'disk hiccup', transient: true }), 'retrying');
+        clock.advance(backoffMs(1) + 1);
+        const [second] = await queue.claim('worker-dies', 1, LEASE_MS);
+        assert.ok(second, 'claimed after the backoff');
+        assert.equal(second.attempts, 2);
+        clock.advance(LEASE_MS + 1_000);
+        assert.deepEqual(await queue.reapExpiredLeases(), { requeued: 1, failed: 0 });
+        const [third] = await queue.claim('worker-last', 1, LEASE_MS);
+        assert.ok(third, 'the last attempt runs');
+        assert.equal(third.attempts, MAX_ATTEMPTS);
+        assert.equal(third.lost_leases, 1);
+        assert.equal(await completeTask(queue, third, 'worker-last'), true);
       });
 
       it('a transient failure retries with backoff; after the last attempt the task fails and is refunded', async () => {
@@ -332,7 +360,7 @@ for (const dialect of DIALECTS) {
         assert.equal(canceled.status, 200, JSON.stringify(canceled.body));
         assert.equal(canceled.body.data.status, 'canceled');
         assert.equal(await queue.heartbeat(id, 'worker-D', LEASE_MS), false);
-        assert.equal(await queue.complete(claimed, 'worker-D', [fakeOutput('d')], {}, false, 1000, async () => {}), false);
+        assert.equal(await completeTask(queue, claimed, 'worker-D', [fakeOutput('d')]), false);
         assert.equal((await outputRows(services, id)).length, 0);
         assert.equal((await taskRow(services, id)).status, 'canceled');
         clock.advance(LEASE_MS * 2);
@@ -369,7 +397,7 @@ for (const dialect of DIALECTS) {
         assert.ok(again, 'claimed');
         assert.equal(again.id, id);
         assert.equal(again.attempts, 2);
-        assert.equal(await queue.complete(again, 'worker-F', [], {}, false, 1000, async () => {}), true);
+        assert.equal(await completeTask(queue, again, 'worker-F'), true);
       });
 
       it('a cancel that commits while a worker fails or completes the task wins: the task stays canceled', async () => {
@@ -380,8 +408,12 @@ for (const dialect of DIALECTS) {
           assert.equal(claimed.id, id);
           const run = () =>
             finish === 'complete'
-              ? queue.complete(claimed, 'worker-E', [fakeOutput('e')], {}, false, 1000, async () => {})
-              : queue.fail(claimed, 'worker-E', { code: finish === 'fail-input' ? 'INVALID_IMAGE' : 'INTERNAL_ERROR', message: 'x', transient: finish === 'fail-transient' });
+              ? completeTask(queue, claimed, 'worker-E', [fakeOutput('e')])
+              : queue.fail(claimed, 'worker-E', {
+                  code: finish === 'fail-input' ? 'INVALID_IMAGE' : 'INTERNAL_ERROR',
+                  message: 'x',
+                  transient: finish === 'fail-transient',
+                });
           let outcome: unknown;
           if (dialect === 'postgres') {
             // The cancel holds the row, uncommitted, while the worker reports: the worker's

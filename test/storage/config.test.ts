@@ -43,8 +43,18 @@ describe('storage configuration', () => {
       credentials: { accessKeyId: 'AKIA', secretAccessKey: 'secret' },
     });
     const aws = loadConfig({ STORAGE: 's3', S3_BUCKET: 'imgapi-files', S3_REGION: 'us-west-2', AWS_REGION: 'eu-west-3' });
-    assert.deepEqual(aws.storage, { kind: 's3', bucket: 'imgapi-files', endpoint: undefined, region: 'us-west-2', forcePathStyle: false, credentials: undefined });
-    assert.equal((loadConfig({ STORAGE: 's3', S3_BUCKET: 'b-1', S3_FORCE_PATH_STYLE: 'true' }).storage as { forcePathStyle: boolean }).forcePathStyle, true);
+    assert.deepEqual(aws.storage, {
+      kind: 's3',
+      bucket: 'imgapi-files',
+      endpoint: undefined,
+      region: 'us-west-2',
+      forcePathStyle: false,
+      credentials: undefined,
+    });
+    assert.equal(
+      (loadConfig({ STORAGE: 's3', S3_BUCKET: 'b-1', S3_FORCE_PATH_STYLE: 'true' }).storage as { forcePathStyle: boolean }).forcePathStyle,
+      true,
+    );
   });
 
   it('names every bad variable, all at once', () => {
@@ -57,8 +67,18 @@ describe('storage configuration', () => {
       UPLOAD_URL_TTL_SECONDS: '5',
       UPLOAD_SIGNING_SECRET: 'short',
     });
-    for (const name of ['S3_BUCKET', 'S3_ENDPOINT', 'S3_FORCE_PATH_STYLE', 'AWS_SECRET_ACCESS_KEY', 'UPLOAD_URL_TTL_SECONDS', 'UPLOAD_SIGNING_SECRET']) {
-      assert.ok(all.some((p) => p.startsWith(name)), `${name} in ${JSON.stringify(all)}`);
+    for (const name of [
+      'S3_BUCKET',
+      'S3_ENDPOINT',
+      'S3_FORCE_PATH_STYLE',
+      'AWS_SECRET_ACCESS_KEY',
+      'UPLOAD_URL_TTL_SECONDS',
+      'UPLOAD_SIGNING_SECRET',
+    ]) {
+      assert.ok(
+        all.some((p) => p.startsWith(name)),
+        `${name} in ${JSON.stringify(all)}`,
+      );
     }
     assert.ok(problems({ STORAGE: 's3', S3_BUCKET: 'Not_A_Bucket' }).some((p) => p.startsWith('S3_BUCKET')));
   });

@@ -94,7 +94,15 @@ describe('dashboard in a real browser', { timeout: 240_000 }, () => {
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+        '--disable-quic',
+      ],
     });
     operator = await newBrowserContext();
     user = await newBrowserContext();
@@ -213,7 +221,10 @@ describe('dashboard in a real browser', { timeout: 240_000 }, () => {
     const files = page.getByTestId('files-table');
     await files.locator('tbody tr').nth(3).waitFor(); // two uploads, two outputs
     await files.locator('.thumb img').nth(3).waitFor();
-    const naturalWidth = await files.locator('.thumb img').first().evaluate((img: HTMLImageElement) => img.naturalWidth);
+    const naturalWidth = await files
+      .locator('.thumb img')
+      .first()
+      .evaluate((img: HTMLImageElement) => img.naturalWidth);
     assert.ok(naturalWidth > 0, 'thumbnails are decoded images (via /api/preview)');
     await screenshot(page, 'files');
     await page.getByRole('link', { name: 'Tasks', exact: true }).click();
@@ -235,7 +246,10 @@ describe('dashboard in a real browser', { timeout: 240_000 }, () => {
     await select.waitFor();
     await screenshot(page, 'operator');
     await select.selectOption('pro');
-    await page.getByRole('status').filter({ hasText: `${USER.email} is now on pro` }).waitFor();
+    await page
+      .getByRole('status')
+      .filter({ hasText: `${USER.email} is now on pro` })
+      .waitFor();
 
     const client = new Client(server.url, apiKey);
     const account = await client.get('/api/account');

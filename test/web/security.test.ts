@@ -11,7 +11,7 @@ import pino from 'pino';
 import { createAccount } from '../../src/accounts/accounts.js';
 import { announceSetupToken } from '../../src/accounts/onboarding.js';
 import { ManualClock } from '../../src/clock.js';
-import { Client, DIALECTS, REPO_ROOT, corpusFile, startServer, type ApiResponse, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, REPO_ROOT, apiFetch, corpusFile, startServer, type ApiResponse, type TestServer } from '../helpers.js';
 
 const JPEG = corpusFile('images/sharp/320x240.jpg');
 const EVIL = 'https://evil.example';
@@ -23,7 +23,11 @@ class SessionClient extends Client {
   csrf = '';
   sendCsrf = true;
 
-  override async request<T = any>(method: string, route: string, init: { json?: unknown; headers?: Record<string, string>; body?: BodyInit } = {}): Promise<ApiResponse<T>> {
+  override async request<T = any>(
+    method: string,
+    route: string,
+    init: { json?: unknown; headers?: Record<string, string>; body?: BodyInit } = {},
+  ): Promise<ApiResponse<T>> {
     const headers: Record<string, string> = {
       ...(this.cookie ? { cookie: this.cookie } : {}),
       ...(this.sendCsrf && this.csrf && method !== 'GET' ? { 'x-csrf-token': this.csrf } : {}),
@@ -125,7 +129,11 @@ for (const dialect of DIALECTS) {
       assert.equal(code(swapped), 'CSRF_TOKEN_INVALID');
 
       // From the dashboard itself: accepted.
-      const sameOrigin = await client.post('/api/process/compress', { fileId }, { origin: server.url, 'sec-fetch-site': 'same-origin', 'x-csrf-token': csrf });
+      const sameOrigin = await client.post(
+        '/api/process/compress',
+        { fileId },
+        { origin: server.url, 'sec-fetch-site': 'same-origin', 'x-csrf-token': csrf },
+      );
       assert.equal(sameOrigin.status, 202, JSON.stringify(sameOrigin.body));
       // Reads need no token.
       client.sendCsrf = false;
@@ -146,7 +154,11 @@ for (const dialect of DIALECTS) {
       });
       assert.equal(form.status, 415);
       assert.equal(form.headers.get('set-cookie'), null);
-      const signup = await new Client(server.url).post('/auth/signup', { email: `x-${email}`, password: 'a-good-password' }, { 'sec-fetch-site': 'cross-site' });
+      const signup = await new Client(server.url).post(
+        '/auth/signup',
+        { email: `x-${email}`, password: 'a-good-password' },
+        { 'sec-fetch-site': 'cross-site' },
+      );
       assert.equal(code(signup), 'CSRF_TOKEN_INVALID');
       const unknownField = await new Client(server.url).post('/auth/login', { email, password: 'a-good-password', remember: true });
       assert.equal(unknownField.status, 400);
@@ -155,7 +167,11 @@ for (const dialect of DIALECTS) {
 
     it("one account cannot see another's files, tasks or keys through the dashboard", async () => {
       const password = 'owner-password-1';
-      const ownerAccount = await createAccount(server.services.database, server.services.clock, { email: `owner-${dialect}@example.com`, plan: 'pro', password });
+      const ownerAccount = await createAccount(server.services.database, server.services.clock, {
+        email: `owner-${dialect}@example.com`,
+        plan: 'pro',
+        password,
+      });
       const owner = await logIn(server, ownerAccount.email, password);
       const fileId = await owner.uploadOk(JPEG);
       const queued = await owner.post('/api/process/resize', { fileId, width: 64 });
@@ -203,7 +219,9 @@ for (const dialect of DIALECTS) {
         assert.equal(response.status, 403, route);
         assert.equal(code(response), 'FORBIDDEN');
       }
-      const promote = await user.request('PATCH', `/dashboard-api/admin/accounts/${(await user.get('/auth/session')).body.data.account.accountId}`, { json: { plan: 'max' } });
+      const promote = await user.request('PATCH', `/dashboard-api/admin/accounts/${(await user.get('/auth/session')).body.data.account.accountId}`, {
+        json: { plan: 'max' },
+      });
       assert.equal(code(promote), 'FORBIDDEN');
       const anonymous = new Client(server.url);
       assert.equal(code(await anonymous.get('/dashboard-api/keys')), 'NOT_AUTHENTICATED');
@@ -255,7 +273,10 @@ for (const dialect of DIALECTS) {
         const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
         const token = await announceSetupToken({ database: fresh.services.database, clock: fresh.services.clock, logger, publicUrl: fresh.url });
         assert.ok(token);
-        assert.ok(lines.some((l) => l.includes(token) && l.includes(`${fresh.url}/setup`) && l.includes('imgapi users create')), 'the log says how to use it');
+        assert.ok(
+          lines.some((l) => l.includes(token) && l.includes(`${fresh.url}/setup`) && l.includes('imgapi users create')),
+          'the log says how to use it',
+        );
         const client = new SessionClient(fresh.url);
         assert.equal((await client.get('/auth/session')).body.data.setupRequired, true);
         // "Whoever signs up first" does not become the operator.
@@ -270,7 +291,10 @@ for (const dialect of DIALECTS) {
         assert.equal(ok.body.data.setupRequired, false);
         const again = await new Client(fresh.url).post('/auth/setup', { token, email: 'op2@example.com', password: 'operator-pw-1' });
         assert.equal(code(again), 'SETUP_COMPLETED');
-        assert.equal(await announceSetupToken({ database: fresh.services.database, clock: fresh.services.clock, logger, publicUrl: fresh.url }), undefined);
+        assert.equal(
+          await announceSetupToken({ database: fresh.services.database, clock: fresh.services.clock, logger, publicUrl: fresh.url }),
+          undefined,
+        );
         assert.equal((await client.get('/dashboard-api/admin/queue')).status, 200, 'the operator reaches the operator routes');
       } finally {
         await fresh.close();
@@ -280,8 +304,18 @@ for (const dialect of DIALECTS) {
     it('an administrator made by the CLI closes setup', async () => {
       const fresh = await startServer({ dialect, workers: 0 });
       try {
-        const token = await announceSetupToken({ database: fresh.services.database, clock: fresh.services.clock, logger: silent, publicUrl: fresh.url });
-        await createAccount(fresh.services.database, fresh.services.clock, { email: 'cli-admin@example.com', plan: 'max', admin: true, password: 'cli-password-1' });
+        const token = await announceSetupToken({
+          database: fresh.services.database,
+          clock: fresh.services.clock,
+          logger: silent,
+          publicUrl: fresh.url,
+        });
+        await createAccount(fresh.services.database, fresh.services.clock, {
+          email: 'cli-admin@example.com',
+          plan: 'max',
+          admin: true,
+          password: 'cli-password-1',
+        });
         assert.equal((await new Client(fresh.url).get('/auth/session')).body.data.setupRequired, false);
         const late = await new Client(fresh.url).post('/auth/setup', { token, email: 'late@example.com', password: 'operator-pw-1' });
         assert.equal(code(late), 'SETUP_COMPLETED');
@@ -293,24 +327,49 @@ for (const dialect of DIALECTS) {
     it('sign-up by invitation: codes from the operator, used once, bound to an email when asked', async () => {
       const fresh = await startServer({ dialect, workers: 0, env: { SIGNUP_MODE: 'invite' } });
       try {
-        await createAccount(fresh.services.database, fresh.services.clock, { email: 'op@example.com', plan: 'max', admin: true, password: 'operator-pw-1' });
+        await createAccount(fresh.services.database, fresh.services.clock, {
+          email: 'op@example.com',
+          plan: 'max',
+          admin: true,
+          password: 'operator-pw-1',
+        });
         const operator = await logIn(fresh, 'op@example.com', 'operator-pw-1');
         const none = await new Client(fresh.url).post('/auth/signup', { email: 'a@example.com', password: 'a-good-password' });
         assert.equal(code(none), 'INVITE_INVALID');
         const invite = await operator.post('/dashboard-api/admin/invites', {});
         assert.equal(invite.status, 201);
         assert.match(invite.body.data.signupUrl, /\/signup\?invite=inv_/);
-        const bogus = await new Client(fresh.url).post('/auth/signup', { email: 'a@example.com', password: 'a-good-password', inviteCode: 'inv_nope' });
+        const bogus = await new Client(fresh.url).post('/auth/signup', {
+          email: 'a@example.com',
+          password: 'a-good-password',
+          inviteCode: 'inv_nope',
+        });
         assert.equal(code(bogus), 'INVITE_INVALID');
-        const used = await new SessionClient(fresh.url).post('/auth/signup', { email: 'a@example.com', password: 'a-good-password', inviteCode: invite.body.data.code });
+        const used = await new SessionClient(fresh.url).post('/auth/signup', {
+          email: 'a@example.com',
+          password: 'a-good-password',
+          inviteCode: invite.body.data.code,
+        });
         assert.equal(used.status, 201);
         assert.equal(used.body.data.account.plan, 'free');
-        const twice = await new Client(fresh.url).post('/auth/signup', { email: 'b@example.com', password: 'a-good-password', inviteCode: invite.body.data.code });
+        const twice = await new Client(fresh.url).post('/auth/signup', {
+          email: 'b@example.com',
+          password: 'a-good-password',
+          inviteCode: invite.body.data.code,
+        });
         assert.equal(code(twice), 'INVITE_INVALID');
         const bound = await operator.post('/dashboard-api/admin/invites', { email: 'c@example.com' });
-        const otherEmail = await new Client(fresh.url).post('/auth/signup', { email: 'd@example.com', password: 'a-good-password', inviteCode: bound.body.data.code });
+        const otherEmail = await new Client(fresh.url).post('/auth/signup', {
+          email: 'd@example.com',
+          password: 'a-good-password',
+          inviteCode: bound.body.data.code,
+        });
         assert.equal(code(otherEmail), 'INVITE_INVALID');
-        const rightEmail = await new Client(fresh.url).post('/auth/signup', { email: 'C@example.com', password: 'a-good-password', inviteCode: bound.body.data.code });
+        const rightEmail = await new Client(fresh.url).post('/auth/signup', {
+          email: 'C@example.com',
+          password: 'a-good-password',
+          inviteCode: bound.body.data.code,
+        });
         assert.equal(rightEmail.status, 201);
         const listed = await operator.get('/dashboard-api/admin/invites');
         assert.deepEqual(listed.body.data.invites.map((i: { usedBy: string }) => i.usedBy).sort(), ['a@example.com', 'c@example.com']);
@@ -329,7 +388,12 @@ for (const dialect of DIALECTS) {
     });
 
     it('the operator lists accounts and changes plans; the change applies at the next request', async () => {
-      const adminAccount = await createAccount(server.services.database, server.services.clock, { email: `admin-${dialect}@example.com`, plan: 'max', admin: true, password: 'admin-password-1' });
+      const adminAccount = await createAccount(server.services.database, server.services.clock, {
+        email: `admin-${dialect}@example.com`,
+        plan: 'max',
+        admin: true,
+        password: 'admin-password-1',
+      });
       const admin = await logIn(server, adminAccount.email, 'admin-password-1');
       const user = await signUp(server, `upgrade-${dialect}@example.com`);
       const key = (await user.post('/dashboard-api/keys', { name: 'k' })).body.data.key;
@@ -353,11 +417,14 @@ for (const dialect of DIALECTS) {
     it('the playground reads every job kind and its schema from the registry', async () => {
       const user = await signUp(server, `ops-${dialect}@example.com`);
       const { OPERATIONS } = await import('../../src/operations/registry.js');
-      const { singleBodySchema, batchBodySchema } = await import('../../src/http/routes/jobs.js');
+      const { singleBodySchema, batchBodySchema } = await import('../../src/http/schemas.js');
       const response = await user.get('/dashboard-api/operations');
       assert.equal(response.status, 200);
       const operations = response.body.data.operations as { kind: string; body: unknown; batchBody: unknown }[];
-      assert.deepEqual(operations.map((o) => o.kind), OPERATIONS.map((o) => o.kind));
+      assert.deepEqual(
+        operations.map((o) => o.kind),
+        OPERATIONS.map((o) => o.kind),
+      );
       for (const op of OPERATIONS) {
         const served = operations.find((o) => o.kind === op.kind)!;
         assert.deepEqual(served.body, JSON.parse(JSON.stringify(singleBodySchema(op))));
@@ -416,42 +483,65 @@ describe('dashboard security (no database dependence)', () => {
     }
   });
 
-  it('serves the dashboard with a strict CSP, and only its own pages fall back to index.html', { skip: !fs.existsSync(path.join(REPO_ROOT, 'web', 'dist', 'index.html')) && 'web/dist is not built' }, async () => {
-    const server = await startServer({ dialect: 'sqlite', workers: 0 });
-    try {
-      for (const page of ['/', '/login', '/files', '/tasks/task_anything', '/playground', '/admin']) {
-        const response = await fetch(server.url + page);
-        assert.equal(response.status, 200, page);
-        assert.match(response.headers.get('content-type') ?? '', /^text\/html/);
-        const csp = response.headers.get('content-security-policy') ?? '';
-        for (const directive of ["default-src 'none'", "script-src 'self'", "style-src 'self'", "frame-ancestors 'none'", "object-src 'none'", "base-uri 'none'"]) {
-          assert.ok(csp.includes(directive), `${page}: ${directive} in ${csp}`);
+  it(
+    'serves the dashboard with a strict CSP, and only its own pages fall back to index.html',
+    { skip: !fs.existsSync(path.join(REPO_ROOT, 'web', 'dist', 'index.html')) && 'web/dist is not built' },
+    async () => {
+      const server = await startServer({ dialect: 'sqlite', workers: 0 });
+      try {
+        for (const page of ['/', '/login', '/files', '/tasks/task_anything', '/playground', '/admin']) {
+          const response = await fetch(server.url + page);
+          assert.equal(response.status, 200, page);
+          assert.match(response.headers.get('content-type') ?? '', /^text\/html/);
+          const csp = response.headers.get('content-security-policy') ?? '';
+          for (const directive of [
+            "default-src 'none'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "frame-ancestors 'none'",
+            "object-src 'none'",
+            "base-uri 'none'",
+          ]) {
+            assert.ok(csp.includes(directive), `${page}: ${directive} in ${csp}`);
+          }
+          assert.doesNotMatch(csp, /unsafe|https?:|\*/);
+          assert.equal(response.headers.get('x-frame-options'), 'DENY');
+          assert.equal(response.headers.get('x-content-type-options'), 'nosniff');
+          const html = await response.text();
+          assert.doesNotMatch(html, /<script(?![^>]*\bsrc="\/assets\/)[^>]*>/, 'no inline or external script');
+          assert.doesNotMatch(html, /https?:\/\//, 'nothing from another origin');
         }
-        assert.doesNotMatch(csp, /unsafe|https?:|\*/);
-        assert.equal(response.headers.get('x-frame-options'), 'DENY');
-        assert.equal(response.headers.get('x-content-type-options'), 'nosniff');
-        const html = await response.text();
-        assert.doesNotMatch(html, /<script(?![^>]*\bsrc="\/assets\/)[^>]*>/, 'no inline or external script');
-        assert.doesNotMatch(html, /https?:\/\//, 'nothing from another origin');
+        const html = await (await fetch(server.url + '/')).text();
+        const script = /src="(\/assets\/[^"]+\.js)"/.exec(html)![1]!;
+        const asset = await fetch(server.url + script);
+        assert.equal(asset.status, 200);
+        assert.match(asset.headers.get('cache-control') ?? '', /immutable/);
+        assert.ok(asset.headers.get('content-security-policy'));
+        // Everything else keeps its meaning.
+        for (const route of [
+          '/api/files',
+          '/api/nope',
+          '/nope',
+          '/openapi.json/x',
+          '/uploads/upl_x',
+          '/healthzz',
+          '/assets/../package.json',
+          '/assets/nope.js',
+        ]) {
+          const { response } = await apiFetch(server.url + route);
+          assert.notEqual(response.status, 200, route);
+          assert.match(response.headers.get('content-type') ?? '', /application\/json/, `${route} answers JSON, not the app`);
+        }
+        assert.equal((await fetch(server.url + '/healthz')).status, 200);
+        assert.equal((await fetch(server.url + '/openapi.json')).status, 200);
+        const openapi = await (await fetch(server.url + '/openapi.json')).json();
+        assert.ok(
+          !Object.keys(openapi.paths).some((p: string) => p.startsWith('/auth') || p.startsWith('/dashboard-api')),
+          'dashboard routes are not part of the public API document',
+        );
+      } finally {
+        await server.close();
       }
-      const html = await (await fetch(server.url + '/')).text();
-      const script = /src="(\/assets\/[^"]+\.js)"/.exec(html)![1]!;
-      const asset = await fetch(server.url + script);
-      assert.equal(asset.status, 200);
-      assert.match(asset.headers.get('cache-control') ?? '', /immutable/);
-      assert.ok(asset.headers.get('content-security-policy'));
-      // Everything else keeps its meaning.
-      for (const route of ['/api/files', '/api/nope', '/nope', '/openapi.json/x', '/uploads/upl_x', '/healthzz', '/assets/../package.json', '/assets/nope.js']) {
-        const response = await fetch(server.url + route);
-        assert.notEqual(response.status, 200, route);
-        assert.match(response.headers.get('content-type') ?? '', /application\/json/, `${route} answers JSON, not the app`);
-      }
-      assert.equal((await fetch(server.url + '/healthz')).status, 200);
-      assert.equal((await fetch(server.url + '/openapi.json')).status, 200);
-      const openapi = await (await fetch(server.url + '/openapi.json')).json();
-      assert.ok(!Object.keys(openapi.paths).some((p: string) => p.startsWith('/auth') || p.startsWith('/dashboard-api')), 'dashboard routes are not part of the public API document');
-    } finally {
-      await server.close();
-    }
-  });
+    },
+  );
 });

@@ -1,0 +1,44 @@
+// The environment variables are declared once (VARIABLES in src/config.ts): loadConfig reads
+// exactly those, and the README's table and `imgapi help` are generated from them.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { README, withEnvironmentTable } from '../scripts/config-docs.js';
+import { VARIABLES, loadConfig } from '../src/config.js';
+import { REPO_ROOT } from './helpers.js';
+
+const NAMES = Object.keys(VARIABLES).sort();
+
+describe('environment variables', () => {
+  it('loadConfig reads every declared variable and no other', () => {
+    const read = new Set<string>();
+    // STORAGE=s3 with no region: every S3 variable and the whole region fallback chain are read.
+    const given: Record<string, string> = { STORAGE: 's3', S3_BUCKET: 'imgapi-files' };
+    const env = new Proxy(given, {
+      get(target, name) {
+        if (typeof name === 'string') read.add(name);
+        return target[name as string];
+      },
+    });
+    loadConfig(env);
+    assert.deepEqual([...read].sort(), NAMES);
+  });
+
+  it("README.md's table is the one generated from src/config.ts (npm run docs:config rewrites it)", () => {
+    const readme = fs.readFileSync(README, 'utf8');
+    assert.equal(readme, withEnvironmentTable(readme), 'run `npm run docs:config` and commit README.md');
+    for (const name of NAMES) assert.ok(readme.includes(`| \`${name}\` |`), `${name} has a row`);
+  });
+
+  it('`imgapi help` lists every variable', () => {
+    const help = spawnSync(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'src', 'main.ts'), 'help'], {
+      cwd: REPO_ROOT,
+      encoding: 'utf8',
+    });
+    assert.equal(help.status, 0, help.stderr);
+    const listed = [...help.stdout.matchAll(/^ {2}([A-Z][A-Z0-9_]+) /gm)].map((m) => m[1]).sort();
+    assert.deepEqual(listed, NAMES);
+  });
+});

@@ -1,0 +1,113 @@
+// GET /api/batches/{batchId}/download: 409 while a task is unfinished; then a ZIP of the
+// completed outputs in batch order with a manifest naming every task, its input and outcome.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import sharp from 'sharp';
+import yauzl from 'yauzl';
+import { WorkerPool } from '../../src/worker/worker.js';
+import { Client, DIALECTS, startServer, type TestServer } from '../helpers.js';
+
+function unzip(bytes: Buffer): Promise<Map<string, Buffer>> {
+  return new Promise((resolve, reject) => {
+    yauzl.fromBuffer(bytes, { lazyEntries: true }, (err, zip) => {
+      if (err) return reject(err);
+      const entries = new Map<string, Buffer>();
+      zip.on('entry', (entry: yauzl.Entry) => {
+        zip.openReadStream(entry, (openErr, stream) => {
+          if (openErr) return reject(openErr);
+          const chunks: Buffer[] = [];
+          stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+          stream.on('end', () => {
+            entries.set(entry.fileName, Buffer.concat(chunks));
+            zip.readEntry();
+          });
+        });
+      });
+      zip.on('end', () => resolve(entries));
+      zip.on('error', reject);
+      zip.readEntry();
+    });
+  });
+}
+
+for (const dialect of DIALECTS) {
+  describe(`batch download (${dialect})`, () => {
+    let server: TestServer;
+    let client: Client;
+    let workers: WorkerPool | undefined;
+    before(async () => {
+      // No workers at first: the batch stays queued until the test starts some.
+      server = await startServer({ dialect, workers: 0 });
+      client = new Client(server.url, await server.newKey('pro'));
+    });
+    after(async () => {
+      await workers?.stop(2000);
+      await server?.close();
+    });
+
+    it('answers 409 while unfinished, then a ZIP of the outputs in order with a manifest', async () => {
+      const red = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#c00' } })
+        .png()
+        .toBuffer();
+      const blue = await sharp({ create: { width: 32, height: 32, channels: 3, background: '#00c' } })
+        .jpeg()
+        .toBuffer();
+      const ids = [await client.uploadOk(red, 'red.png'), await client.uploadOk(blue, 'blue photo.jpg')];
+      // A PNG cut short: its task fails, and the manifest says why.
+      ids.push(await client.uploadOk(red.subarray(0, 60), 'cut.png'));
+      const batch = await client.post('/api/process/batch/convert', { fileIds: ids, format: 'webp' });
+      assert.equal(batch.status, 202);
+      const { batchId } = batch.body.data;
+
+      const early = await client.get(`/api/batches/${batchId}/download`);
+      assert.equal(early.status, 409);
+      assert.equal(early.body.error.code, 'BATCH_NOT_FINISHED');
+      assert.equal(early.headers.get('content-disposition'), null);
+
+      workers = new WorkerPool(server.services, 1);
+      workers.start();
+      const tasks = [];
+      for (const { taskId } of batch.body.data.tasks) tasks.push(await client.waitForTask(taskId));
+      assert.deepEqual(
+        tasks.map((t) => t.status),
+        ['completed', 'completed', 'failed'],
+      );
+
+      const zip = await client.get(`/api/batches/${batchId}/download`);
+      assert.equal(zip.status, 200);
+      assert.equal(zip.headers.get('content-type'), 'application/zip');
+      assert.match(zip.headers.get('content-disposition') ?? '', /attachment; filename="batch_/);
+      const entries = await unzip(zip.body as Buffer);
+      assert.deepEqual([...entries.keys()], ['001-red.webp', '002-blue photo.webp', 'manifest.json']);
+      assert.deepEqual(entries.get('001-red.webp'), await client.download(tasks[0].outputFileId));
+      assert.deepEqual(entries.get('002-blue photo.webp'), await client.download(tasks[1].outputFileId));
+      assert.equal((await sharp(entries.get('002-blue photo.webp')!).metadata()).width, 32);
+
+      const manifest = JSON.parse(entries.get('manifest.json')!.toString('utf8'));
+      assert.equal(manifest.batchId, batchId);
+      assert.equal(manifest.type, 'convert');
+      assert.deepEqual(
+        manifest.tasks.map((t: any) => [t.taskId, t.input.fileId, t.input.filename, t.status, t.file ?? null, t.error?.code ?? null]),
+        [
+          [tasks[0].taskId, ids[0], 'red.png', 'completed', '001-red.webp', null],
+          [tasks[1].taskId, ids[1], 'blue photo.jpg', 'completed', '002-blue photo.webp', null],
+          [tasks[2].taskId, ids[2], 'cut.png', 'failed', null, tasks[2].error.code],
+        ],
+      );
+    });
+
+    it("is another account's batch: 404", async () => {
+      const fileId = await client.uploadOk(
+        await sharp({ create: { width: 8, height: 8, channels: 3, background: '#000' } })
+          .png()
+          .toBuffer(),
+        'x.png',
+      );
+      const batch = await client.post('/api/process/batch/flip', { fileIds: [fileId], direction: 'horizontal' });
+      const other = new Client(server.url, await server.newKey('pro'));
+      const response = await other.get(`/api/batches/${batch.body.data.batchId}/download`);
+      assert.equal(response.status, 404);
+      assert.equal(response.body.error.code, 'NOT_FOUND');
+    });
+  });
+}

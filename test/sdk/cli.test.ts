@@ -1,0 +1,256 @@
+// The client commands of the `imgapi` binary (run, upload, task, download) as a user runs them:
+// the compiled CLI as a child process against a real server, with IMGAPI_URL and IMGAPI_KEY.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { PDFDocument } from 'pdf-lib';
+import sharp from 'sharp';
+import { Imgapi } from '../../sdk/node.js';
+import { Client, DIALECTS, REPO_ROOT, corpusFile, tempDir, type TestServer } from '../helpers.js';
+import { startPublicServer } from './support.js';
+
+const MAIN = path.join(REPO_ROOT, 'dist', 'src', 'main.js');
+const BIN = path.join(REPO_ROOT, 'bin', 'imgapi.mjs');
+const JPEG = corpusFile('images/sharp/concert.jpg');
+const PNG = corpusFile('images/sharp/swiss.png');
+const GIF = corpusFile('images/sharp/rotating-squares.gif');
+const TRUNCATED = corpusFile('images/sharp/truncated.jpg');
+const NOT_AN_IMAGE = corpusFile('README.md');
+/** A failure line: the file, the error code and the message. */
+const failureLine = (file: string, code: string) => new RegExp(`${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: failed: ${code}: \\S`);
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+const show = (r: Result) => `exit ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`;
+
+/** `imgapi …` to completion, in `cwd`, with only the environment given (plus PATH and HOME). */
+function imgapi(args: string[], env: Record<string, string>, options: { cwd?: string; bin?: boolean } = {}): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [options.bin ? BIN : MAIN, ...args], {
+      cwd: options.cwd ?? REPO_ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    child.once('error', reject);
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+before(() => {
+  // The tests run the compiled CLI: build it when src/ or sdk/ is newer (a no-op otherwise).
+  const setup = spawnSync(process.execPath, [path.join(REPO_ROOT, 'scripts', 'setup.mjs'), '--build-only'], { cwd: REPO_ROOT, encoding: 'utf8' });
+  assert.equal(setup.status, 0, setup.stderr);
+});
+
+for (const dialect of DIALECTS) {
+  describe(`imgapi client commands (${dialect})`, () => {
+    let server: TestServer;
+    let env: Record<string, string>;
+    let work: string;
+
+    before(async () => {
+      server = await startPublicServer(dialect);
+      env = { IMGAPI_URL: server.url, IMGAPI_KEY: await server.newKey('pro') };
+      work = tempDir('imgapi-cli-client-');
+    });
+    after(async () => {
+      await server.close();
+      fs.rmSync(work, { recursive: true, force: true });
+    });
+
+    it('run: a batch where the plan allows it, the outputs in -o, a summary table, exit 0', async () => {
+      const key = await server.newKey('pro');
+      const out = path.join(work, 'batch');
+      const result = await imgapi(['run', 'resize', JPEG, PNG, GIF, '--width', '48', '--format', 'png', '-o', out], { ...env, IMGAPI_KEY: key });
+      assert.equal(result.code, 0, show(result));
+      for (const name of ['concert.png', 'swiss.png', 'rotating-squares.png']) {
+        const meta = await sharp(path.join(out, name)).metadata();
+        assert.deepEqual([meta.format, meta.width], ['png', 48], name);
+      }
+      // The table: a row per file and the total.
+      assert.match(result.stdout, /^file\s+before\s+after\s+change\s+time\s+result$/m);
+      assert.match(result.stdout, /^total \(3\)\s.*3 done$/m);
+      assert.match(result.stderr, /concert\.jpg: done → .*concert\.png \(24 kB → /);
+      // One batch, not three jobs.
+      const tasks = (await new Client(server.url, key).get('/api/tasks')).body.data.tasks;
+      assert.equal(tasks.length, 3);
+      assert.equal(new Set(tasks.map((t: { batchId?: string }) => t.batchId)).size, 1);
+      assert.ok(tasks[0].batchId);
+    });
+
+    it('run: a failure gives exit 1 and a line with the file, the code and the message; --json says the same', async () => {
+      const out = path.join(work, 'failures');
+      const plain = await imgapi(['run', 'compress', JPEG, TRUNCATED, NOT_AN_IMAGE, '-o', out], env);
+      assert.equal(plain.code, 1, show(plain));
+      assert.match(plain.stderr, failureLine(TRUNCATED, 'INVALID_IMAGE'), show(plain));
+      assert.match(plain.stderr, failureLine(NOT_AN_IMAGE, 'UNSUPPORTED_MEDIA_TYPE'), show(plain));
+      assert.match(plain.stdout, /^total \(3\)\s.*1 done, 2 failed$/m);
+      assert.ok(fs.existsSync(path.join(out, 'concert.jpg')));
+
+      // Two inputs of one name, one of them in the output directory: neither input is
+      // overwritten, and the outputs do not overwrite each other.
+      for (const dir of ['a', 'b']) {
+        fs.mkdirSync(path.join(work, dir), { recursive: true });
+        fs.copyFileSync(JPEG, path.join(work, dir, 'photo.jpg'));
+      }
+      const a = path.join(work, 'a');
+      const json = await imgapi(
+        ['run', 'compress', path.join(a, 'photo.jpg'), TRUNCATED, path.join(work, 'b', 'photo.jpg'), '--no-batch', '--json', '-o', a],
+        env,
+      );
+      assert.equal(json.code, 1, show(json));
+      assert.equal(json.stderr, '', 'no progress with --json');
+      const report = JSON.parse(json.stdout);
+      assert.equal(report.ok, false);
+      assert.deepEqual([report.totals.done, report.totals.failed], [2, 1]);
+      const [good, bad, same] = report.files;
+      assert.equal(good.status, 'done');
+      assert.equal(good.bytesBefore, fs.statSync(JPEG).size);
+      assert.equal(good.bytesAfter, fs.statSync(path.join(REPO_ROOT, good.outputs[0])).size);
+      assert.deepEqual(
+        [good.outputs[0], same.outputs[0]].map((p: string) => path.basename(p)),
+        ['photo-compress.jpg', 'photo-2.jpg'],
+      );
+      assert.deepEqual(fs.readFileSync(path.join(a, 'photo.jpg')), fs.readFileSync(JPEG), 'the input is untouched');
+      assert.deepEqual([bad.status, bad.error.code], ['failed', 'INVALID_IMAGE']);
+      assert.ok(bad.error.message.length > 0);
+      // --no-batch: a job per file.
+      const task = (await new Client(server.url, env.IMGAPI_KEY).get(`/api/tasks/${good.taskId}`)).body.data;
+      assert.equal(task.batchId, undefined);
+    });
+
+    it('run: options take their types from the service (a boolean flag before a file, kebab-case); image-to-pdf is one job', async () => {
+      const out = path.join(work, 'options');
+      const flags = await imgapi(['run', 'resize', '--without-enlargement', PNG, '--width', '5000', '--format', 'webp', '-o', out], env);
+      assert.equal(flags.code, 0, show(flags));
+      const original = await sharp(PNG).metadata();
+      assert.equal((await sharp(path.join(out, 'swiss.webp')).metadata()).width, original.width, 'not enlarged');
+
+      const pdf = await imgapi(['run', 'image-to-pdf', JPEG, PNG, '--page-size', 'A4', '--margin', '36', '--json', '-o', out], env);
+      assert.equal(pdf.code, 0, show(pdf));
+      const report = JSON.parse(pdf.stdout);
+      assert.equal(report.files.length, 1);
+      assert.match(report.files[0].outputs[0], /concert\.pdf$/);
+      const document = await PDFDocument.load(fs.readFileSync(path.join(REPO_ROOT, report.files[0].outputs[0])));
+      assert.equal(document.getPageCount(), 2);
+    });
+
+    it('upload, task --wait and download', async () => {
+      const uploaded = await imgapi(['upload', JPEG, PNG], env, { cwd: work });
+      assert.equal(uploaded.code, 0, show(uploaded));
+      const lines = uploaded.stdout
+        .trim()
+        .split('\n')
+        .map((line) => line.split('\t'));
+      assert.deepEqual(
+        lines.map(([, file]) => file),
+        [JPEG, PNG],
+      );
+      const [[fileId]] = lines;
+      assert.match(fileId, /^file_/);
+
+      const sdk = new Imgapi({ baseUrl: server.url, apiKey: env.IMGAPI_KEY });
+      const queued = await sdk.process('convert', { fileId, format: 'webp' });
+      const task = await imgapi(['task', queued.taskId, '--wait'], env);
+      assert.equal(task.code, 0, show(task));
+      const finished = JSON.parse(task.stdout);
+      assert.equal(finished.status, 'completed');
+
+      const downloaded = await imgapi(['download', finished.outputFileId, '-o', work], env);
+      assert.equal(downloaded.code, 0, show(downloaded));
+      const written = downloaded.stdout.trim();
+      assert.equal(path.dirname(written), work);
+      assert.equal((await sharp(written).metadata()).format, 'webp');
+
+      const unknown = await imgapi(['task', 'task_doesnotexist0000000000'], env);
+      assert.equal(unknown.code, 1, show(unknown));
+      assert.match(unknown.stderr, failureLine('task_doesnotexist0000000000', 'NOT_FOUND'));
+
+      const failing = await sdk.process('compress', { fileId: lines[1][0], targetSize: 10 });
+      const failed = await imgapi(['task', failing.taskId, '--wait'], env);
+      assert.equal(failed.code, 1, show(failed));
+      assert.match(failed.stderr, failureLine(failing.taskId, 'TARGET_SIZE_UNREACHABLE'));
+    });
+
+    it('usage errors exit 2 and say what is wrong', async () => {
+      const cases: Array<[string[], Record<string, string>, RegExp]> = [
+        [['run', 'resize', JPEG, '-o', work], { IMGAPI_URL: server.url }, /no API key: set IMGAPI_KEY or pass --key/],
+        [['run', 'sharpen', JPEG, '-o', work], env, /unknown kind "sharpen"; the service has compress, resize/],
+        [['run', 'resize', JPEG, '--colour', 'red', '-o', work], env, /resize has no option "colour"; its options: .*width/],
+        [['run', 'resize', JPEG, '--width', '10'], env, /-o <dir>/],
+        [['run', 'resize', path.join(work, 'missing.jpg'), '-o', work], env, /no such file: .*missing\.jpg/],
+        [['run', 'resize', path.join(work, 'nothing-*.jpg'), '-o', work], env, /no file matches/],
+        [['upload', JPEG, '--concurrency', '0'], env, /--concurrency takes a whole number/],
+        [['download'], env, /usage: imgapi download <fileId>/],
+      ];
+      const results = await Promise.all(cases.map(([args, caseEnv]) => imgapi(args, caseEnv)));
+      results.forEach((result, i) => {
+        assert.equal(result.code, 2, `${cases[i][0].join(' ')}: ${show(result)}`);
+        assert.match(result.stderr, cases[i][2], show(result));
+        assert.match(result.stderr, /Client commands/, 'the usage follows');
+      });
+      // Through the installed binary too, and its help.
+      const viaBin = await imgapi(['run', 'resize', JPEG], env, { bin: true });
+      assert.equal(viaBin.code, 2, show(viaBin));
+      const help = await imgapi(['run', '--help'], {}, { bin: true });
+      assert.equal(help.code, 0, show(help));
+      assert.match(help.stdout, /Exit status: 0 all done, 1 something failed, 2 usage error/);
+    });
+
+    it('on a terminal: a bar per file and one for all, redrawn in place', async () => {
+      const out = path.join(work, 'tty');
+      // script(1) gives the CLI a pseudo-terminal; its output is what the terminal received.
+      const command = [process.execPath, MAIN, 'run', 'flip', JPEG, PNG, '--direction', 'both', '-o', out].map((arg) => `'${arg}'`).join(' ');
+      const result = await new Promise<Result>((resolve, reject) => {
+        const child = spawn('script', ['-q', '-e', '-c', command, '/dev/null'], {
+          env: { ...process.env, ...env, COLUMNS: '100', LINES: '30' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let stdout = '';
+        child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+        child.once('error', reject);
+        child.once('close', (code) => resolve({ code, stdout, stderr: '' }));
+      });
+      assert.equal(result.code, 0, show(result));
+      assert.match(result.stdout, /\[#+-*\]/, 'a bar');
+      assert.match(result.stdout, /all \d\/2 /, 'the overall bar');
+      assert.match(result.stdout, /\x1b\[\d+A\x1b\[J/, 'redrawn in place');
+      assert.match(result.stdout, /total \(2\).*2 done/);
+    });
+  });
+}
+
+describe('imgapi run against a rate limit', () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startPublicServer('sqlite', { plans: { pro: { requestsPerSecond: 3 } } });
+  });
+  after(() => server.close());
+
+  it('says what it retries, and every file gets done', async () => {
+    const out = tempDir('imgapi-cli-rate-');
+    try {
+      const env = { IMGAPI_URL: server.url, IMGAPI_KEY: await server.newKey('pro') };
+      const result = await imgapi(['run', 'rotate', JPEG, PNG, GIF, '--angle', '90', '--no-batch', '--concurrency', '3', '-o', out], env);
+      assert.equal(result.code, 0, show(result));
+      assert.match(result.stderr, /retrying (GET|POST) \/api\/\S+ in \d\.\d s \(RATE_LIMITED\)/, show(result));
+      assert.equal(fs.readdirSync(out).length, 3);
+    } finally {
+      fs.rmSync(out, { recursive: true, force: true });
+    }
+  });
+});

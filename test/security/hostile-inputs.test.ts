@@ -1,0 +1,171 @@
+// Hostile inputs against a real server process: each row uploads an input, runs a job on it (or
+// asks for its preview) and says what must happen; after every row the same process must still
+// answer /healthz, must have logged no error, and the data directory must hold no file that a live
+// file does not account for (see hostile.ts). To add a case, add one object to CASES; the helpers
+// build inputs from the corpus (`corpusInput`, `truncated`, `bitFlipped`, `garbageIdat`, …) or
+// take bytes you write. HOSTILE_ROWS=<part of a row name> plays only the matching rows.
+//
+// The contract for damaged files (API.md, upload): a file whose pixels turn out to be broken fails
+// its task with INVALID_IMAGE. Decoders run with failOn 'error', so no output is ever made of
+// pixels a decoder invented (libvips' grey fill). What a task does not read, it does not check:
+// a crop above the damage, or the first frame of an animation damaged further on, completes; a
+// GIF cut short is the animation of its frames that arrived whole. Flipped bits in a format
+// without checksums are different pixels, not an error. Those rows say so with `completes(why)`.
+import assert from 'node:assert/strict';
+import { BLUE, pixelsNear, pptxWithPictures, SLIDE_EMU, svgNaming, zipEntries } from '../documents/attack-decks.js';
+import { DIALECTS } from '../helpers.js';
+import {
+  bitFlipped,
+  completes,
+  corpusInput,
+  describeHostileTable,
+  fails,
+  firstBytes,
+  garbageIdat,
+  previewAnswers,
+  truncated,
+  uploadRefused,
+  type Expectation,
+  type HostileInput,
+  type HostileRow,
+} from './hostile.js';
+
+const JPEG = corpusInput('images/sharp/Portrait_1.jpg');
+const PNG = corpusInput('images/sharp/blackbug.png');
+const WEBP = corpusInput('images/sharp/4.webp');
+const GIF = corpusInput('images/sharp/rotating-squares.gif');
+const AVIF = corpusInput('images/libheif/example.avif');
+const HEIC = corpusInput('images/libheif/rainbow-451x461.heic');
+const TIFF = corpusInput('images/sharp/uncompressed_tiff.tiff');
+const BMP = corpusInput('images/image-rs/rgb24.bmp');
+const SVG = corpusInput('images/sharp/check.svg');
+const PPTX = corpusInput('presentations/poi/SampleShow.pptx');
+
+/** Every image job, with options that make it do real work. */
+const IMAGE_JOBS = [
+  { kind: 'compress', options: { quality: 60 } },
+  { kind: 'resize', options: { width: 200 } },
+  // The top-left corner: a crop reads the rows it keeps and no further (see CROP_ABOVE_DAMAGE).
+  { kind: 'crop', options: { left: 0, top: 0, width: 32, height: 32 } },
+  { kind: 'convert', options: { format: 'webp' } },
+  { kind: 'rotate', options: { angle: 90 } },
+  { kind: 'flip', options: { direction: 'vertical' } },
+  { kind: 'watermark', options: { text: 'hostile' } },
+  { kind: 'upscale', options: { factor: 2 } },
+  { kind: 'image-to-pdf', options: {} },
+];
+
+const INVALID = fails('INVALID_IMAGE');
+const NO_CHECKSUM = (format: string) => completes(`${format} pixel data carries no checksum: flipped bits decode to other pixels, not to an error`);
+const CROP_ABOVE_DAMAGE = completes('the crop keeps the top-left corner, decoded whole before the cut; the rest is never read');
+const GIF_WHOLE_FRAMES = completes('a GIF decoder (libnsgif, like browsers) shows the frames that arrived whole: the output is those frames');
+const FIRST_FRAME_INTACT = completes('image-to-pdf reads the first frame only, and the flipped bits fall in later frames');
+
+/**
+ * One damaged version of a corpus file, the outcome every image job must have on it, and the
+ * jobs whose outcome differs, each with its reason.
+ */
+const DAMAGED: { input: HostileInput; every: Expectation; except?: Record<string, Expectation> }[] = [
+  ...[0.3, 0.6, 0.9].flatMap((fraction) => [
+    { input: truncated(JPEG, fraction), every: INVALID, except: { crop: CROP_ABOVE_DAMAGE } },
+    { input: truncated(PNG, fraction), every: INVALID, except: { crop: CROP_ABOVE_DAMAGE } },
+    { input: truncated(WEBP, fraction), every: INVALID },
+    { input: truncated(GIF, fraction), every: GIF_WHOLE_FRAMES },
+    { input: truncated(AVIF, fraction), every: INVALID },
+    { input: truncated(HEIC, fraction), every: INVALID },
+    { input: truncated(TIFF, fraction), every: INVALID },
+    { input: truncated(BMP, fraction), every: INVALID },
+    { input: truncated(SVG, fraction), every: INVALID },
+  ]),
+  { input: bitFlipped(JPEG), every: NO_CHECKSUM('JPEG entropy-coded') },
+  // libspng checks every chunk's CRC.
+  { input: bitFlipped(PNG), every: INVALID, except: { crop: CROP_ABOVE_DAMAGE } },
+  { input: bitFlipped(WEBP), every: NO_CHECKSUM('Lossy WebP (VP8)') },
+  { input: bitFlipped(GIF), every: INVALID, except: { 'image-to-pdf': FIRST_FRAME_INTACT } },
+  { input: bitFlipped(AVIF), every: INVALID },
+  { input: bitFlipped(HEIC), every: NO_CHECKSUM('HEVC') },
+  { input: bitFlipped(TIFF), every: NO_CHECKSUM('Uncompressed TIFF') },
+  { input: bitFlipped(BMP), every: NO_CHECKSUM('Uncompressed BMP') },
+  { input: bitFlipped(SVG), every: INVALID },
+];
+
+/** Rows written out one by one: the issue's own examples and the paths a matrix does not reach. */
+const CASES: HostileRow[] = [
+  {
+    name: 'a real PNG cut to its first 60 KB → image-to-pdf (issue 10)',
+    input: firstBytes(PNG, 60 * 1024),
+    job: { kind: 'image-to-pdf' },
+    expect: INVALID,
+    everyDialect: true,
+  },
+  {
+    name: 'a PNG with garbage IDAT → image-to-pdf (issue 10)',
+    input: garbageIdat(PNG),
+    job: { kind: 'image-to-pdf' },
+    expect: INVALID,
+    everyDialect: true,
+  },
+  { name: 'a PNG with garbage IDAT → compress', input: garbageIdat(PNG), job: { kind: 'compress' }, expect: INVALID, everyDialect: true },
+  {
+    name: 'a clean page and a truncated one → image-to-pdf fails whole',
+    input: truncated(PNG, 0.6),
+    job: { kind: 'image-to-pdf', options: ({ clean, input }) => ({ fileIds: [clean, input] }) },
+    expect: INVALID,
+    everyDialect: true,
+  },
+  {
+    name: 'a truncated PNG as the watermark logo',
+    input: truncated(PNG, 0.6),
+    job: { kind: 'watermark', options: ({ clean, input }) => ({ fileId: clean, logoFileId: input }) },
+    expect: INVALID,
+    everyDialect: true,
+  },
+  {
+    name: 'a crop that reaches past the damage of a truncated JPEG',
+    input: truncated(JPEG, 0.6),
+    job: { kind: 'crop', options: { aspectRatio: '1:1', gravity: 'bottom' } },
+    expect: INVALID,
+  },
+  { input: truncated(PPTX, 0.3), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE'), everyDialect: true },
+  { input: truncated(PPTX, 0.6), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE') },
+  { input: truncated(PPTX, 0.9), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE') },
+  // The flips land in a compressed part: found when every entry is inflated, before LibreOffice.
+  { input: bitFlipped(PPTX), job: { kind: 'presentation-to-images' }, expect: fails('CONVERSION_FAILED'), everyDialect: true },
+  // A picture covering the whole slide, an SVG part drawing the victim's stored file (by file://
+  // URL, path and relative path) over its own blue. The converter sandbox cannot see the file and
+  // the SVG re-writer drops the references (test/documents/sandbox.test.ts tests each alone).
+  {
+    name: "a PPTX whose SVG picture names another account's stored file → presentation-to-images draws none of it",
+    input: {
+      label: 'PPTX with an SVG picture naming the victim',
+      filename: 'svg-names-victim.pptx',
+      bytes: (ctx) => pptxWithPictures([{ name: 'image.svg', bytes: svgNaming(ctx.victim.storagePath), box: { x: 0, y: 0, ...SLIDE_EMU } }]),
+    },
+    job: { kind: 'presentation-to-images', options: { width: 400 } },
+    expect: completes("the deck renders; verify checks that its first slide is the SVG's own blue, none of the victim"),
+    everyDialect: true,
+    async verify(result) {
+      const slide = (await zipEntries(result.output!.body))[0]!;
+      const blue = await pixelsNear(slide.bytes, BLUE);
+      assert.ok(
+        blue.count / blue.total > 0.97,
+        `${slide.name}: ${blue.count} of ${blue.total} pixels are the SVG's blue; the rest is something it drew`,
+      );
+    },
+  },
+];
+
+/** PostgreSQL plays the written-out rows and, of the matrix, every job on every format cut to 60 %. */
+const onEveryDialect = (input: HostileInput) => input.label.endsWith('cut to 60 %');
+
+const ROWS: HostileRow[] = [
+  ...CASES,
+  ...DAMAGED.flatMap(({ input, every, except }) => [
+    ...IMAGE_JOBS.map((job) => ({ input, job, expect: except?.[job.kind] ?? every, everyDialect: onEveryDialect(input) })),
+    // A preview is a view, not an output: today it draws what decodes (grey where a JPEG or PNG
+    // is cut short) or refuses the file; either way not a 5xx, and the process lives.
+    { input, preview: {}, expect: previewAnswers([200, 415], 'a preview shows what decodes or answers PREVIEW_UNAVAILABLE') },
+  ]),
+];
+
+for (const dialect of DIALECTS) describeHostileTable('hostile inputs', ROWS, dialect);

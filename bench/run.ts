@@ -6,13 +6,15 @@
 // could not start at all). Results: a table on stdout and bench/out/results.json.
 //
 // Environment (all optional):
-//   BENCH_JOBS=24              jobs per round
+//   BENCH_JOBS=24              jobs per round (resize: the 1600 px WebP workload)
+//   BENCH_THUMB_JOBS=48        resize: jobs per round of the 720 px JPEG thumbnail workload
 //   BENCH_ROUNDS=3             rounds per scenario (fewer when the time budget runs out)
 //   BENCH_BUDGET_SECONDS=270   the whole run's budget
 //   BENCH_IMAGE=synthetic      resize: the upscaled 4000×3000 fixture instead of the corpus photo
 //   BENCH_SERVICE_ENV='{"QUEUE_POLL_MS":"200"}'   extra environment for the service under test
 //   BENCH_SKIP_IMAGEMAGICK=1, BENCH_IMAGEMAGICK_ROUNDS=1
-//   BENCH_RESIZE_FALLBACK=convert   development only: when the resize route is missing
+//   BENCH_SERVICE_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof'   Node options for the service
+//   BENCH_WORKLOADS=jpeg720, BENCH_IN_FLIGHT=12   resize: one workload / in-flight level (profiling)
 //
 // Add a scenario: write a module under bench/scenarios/ exporting a `Scenario` and list it below.
 import fs from 'node:fs';
@@ -23,8 +25,13 @@ import sharp from 'sharp';
 import { loadAverage, MiB } from './lib/proc.js';
 import { meetsTarget, type BenchContext, type Row, type Scenario, type ScenarioResult } from './lib/types.js';
 import { resizeThroughput } from './scenarios/resize-throughput.js';
-import { presentationScenario } from './presentation.js';
+import { compressionScenario } from './scenarios/compression.js';
+import { statusPolls } from './scenarios/status-polls.js';
+import { queuePickup } from './scenarios/queue-pickup.js';
+import { soakScenario } from './scenarios/soak.js';
+import { presentationBench } from './presentation.js';
 import { presignScenario } from './presign.js';
+import { previewScenario } from './preview.js';
 
 /** Wraps a scenario that reports named text values (no baseline of its own). */
 function textScenario(name: string, title: string, run: () => Promise<{ name: string; value: string }[]>): Scenario {
@@ -43,8 +50,15 @@ function textScenario(name: string, title: string, run: () => Promise<{ name: st
 
 const scenarios: Scenario[] = [
   resizeThroughput,
-  textScenario('presentation', '10-slide PPTX → images: first conversion after start, then the following ones', presentationScenario),
-  textScenario('presign', 'Presigned PUT of the Max plan\'s largest file: API RSS growth (target < 64 MiB) and throughput', presignScenario),
+  statusPolls,
+  queuePickup,
+  presentationBench,
+  compressionScenario,
+  textScenario('presign', "Presigned PUT of the Max plan's largest file: API RSS growth (target < 64 MiB) and throughput", presignScenario),
+  textScenario('preview', '16 parallel previews of a 256 MP PNG: API RSS growth, time, answers (503 past the preview queue)', () =>
+    previewScenario(),
+  ),
+  soakScenario,
 ];
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -109,8 +123,12 @@ async function main(): Promise<void> {
     sharpConcurrency: sharp.concurrency(),
     loadAverageAtStart: loadAverage(),
   };
-  console.log(`imgapi bench — ${meta.cpus} CPUs (${meta.cpuModel}), ${meta.memoryMiB} MiB, Node ${meta.node}, sharp ${meta.sharp} / libvips ${meta.libvips}`);
-  console.log(`load average at start: ${meta.loadAverageAtStart.join(' ')} (other work on this machine shifts absolute numbers; ratios are measured round by round)`);
+  console.log(
+    `imgapi bench — ${meta.cpus} CPUs (${meta.cpuModel}), ${meta.memoryMiB} MiB, Node ${meta.node}, sharp ${meta.sharp} / libvips ${meta.libvips}`,
+  );
+  console.log(
+    `load average at start: ${meta.loadAverageAtStart.join(' ')} (other work on this machine shifts absolute numbers; ratios are measured round by round)`,
+  );
 
   const results: { name: string; title: string; seconds: number; error?: string; result?: ScenarioResult }[] = [];
   for (const scenario of selected) {
@@ -132,7 +150,12 @@ async function main(): Promise<void> {
   }
   fs.rmSync(tmpDir, { recursive: true, force: true });
 
-  const rows = results.flatMap((r) => r.result?.rows ?? [{ scenario: r.name, variant: '—', metric: 'error', value: null, unit: '', note: `scenario failed: ${r.error?.split('\n')[0]}` } satisfies Row]);
+  const rows = results.flatMap(
+    (r) =>
+      r.result?.rows ?? [
+        { scenario: r.name, variant: '—', metric: 'error', value: null, unit: '', note: `scenario failed: ${r.error?.split('\n')[0]}` } satisfies Row,
+      ],
+  );
   const totalSeconds = (Date.now() - started) / 1000;
   console.log(`\n${table(rows)}`);
   console.log(`\nbench finished in ${totalSeconds.toFixed(0)} s; load average now ${loadAverage().join(' ')}`);
@@ -145,7 +168,14 @@ async function main(): Promise<void> {
       {
         meta: { ...meta, finishedAt: new Date().toISOString(), totalSeconds, loadAverageAtEnd: loadAverage() },
         rows: rows.map((row) => ({ ...row, meetsTarget: meetsTarget(row) ?? null })),
-        scenarios: results.map((r) => ({ name: r.name, title: r.title, seconds: r.seconds, error: r.error, report: r.result?.report, details: r.result?.details })),
+        scenarios: results.map((r) => ({
+          name: r.name,
+          title: r.title,
+          seconds: r.seconds,
+          error: r.error,
+          report: r.result?.report,
+          details: r.result?.details,
+        })),
       },
       null,
       2,
@@ -164,14 +194,20 @@ function table(rows: Row[]): string {
       row.variant,
       row.value === null ? '—' : `${num(row.value)} ${row.unit}`,
       row.ratio === undefined || row.ratio === null ? '—' : `${num(row.ratio)}×`,
-      row.target ? `${row.target.on === 'ratio' ? '' : `${row.metric} `}${row.target.op} ${row.target.threshold}${row.target.on === 'ratio' ? '×' : ` ${row.unit}`}` : '',
+      row.target
+        ? `${row.target.on === 'ratio' ? '' : `${row.metric} `}${row.target.op} ${row.target.threshold}${row.target.on === 'ratio' ? '×' : ` ${row.unit}`}`
+        : '',
       ok === undefined ? (row.target ? '?' : '') : ok ? 'yes' : 'NO',
       row.peakRssBytes ? `${(row.peakRssBytes / MiB).toFixed(0)} MiB` : '—',
       row.note ?? '',
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join(' │ ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join(' │ ')
+      .trimEnd();
   return [line(header), widths.map((w) => '─'.repeat(w)).join('─┼─'), ...body.map(line)].join('\n');
 }
 

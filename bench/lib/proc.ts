@@ -49,6 +49,20 @@ export function cpuSecondsOf(pid: number | 'self'): number | undefined {
   return (Number(f[11]) + Number(f[12])) / CLK_TCK;
 }
 
+/**
+ * User + system CPU seconds of one thread of a process (`tid` = `pid`: its main thread, where
+ * Node runs JavaScript). Undefined when the thread is gone.
+ */
+export function threadCpuSecondsOf(pid: number, tid: number): number | undefined {
+  try {
+    const text = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+  } catch {
+    return undefined;
+  }
+}
+
 /** CPU seconds of the children this process has waited for (exited child processes). */
 export function reapedChildrenCpuSeconds(): number {
   const f = statFields('self');

@@ -45,7 +45,9 @@ export function distIsStale(repoRoot: string): string | undefined {
     }
   };
   walk(path.join(repoRoot, 'src'));
-  return newest.mtime > built ? `${path.relative(repoRoot, newest.file)} is newer than dist/: the service runs the last build (npm run build)` : undefined;
+  return newest.mtime > built
+    ? `${path.relative(repoRoot, newest.file)} is newer than dist/: the service runs the last build (npm run build)`
+    : undefined;
 }
 
 async function freePort(): Promise<number> {
@@ -99,7 +101,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   cli(['users', 'create', '--email', email, '--plan', options.plan ?? 'max']);
   const key = cli(['keys', 'create', '--email', email, '--name', 'bench']);
 
-  const child: ChildProcess = spawn(process.execPath, [mainJs, 'serve'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  // BENCH_SERVICE_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof': Node options for the server
+  // alone (not its CLI calls above); --cpu-prof is refused in NODE_OPTIONS.
+  const nodeArgs = (process.env.BENCH_SERVICE_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, mainJs, 'serve'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
     if (stderr.length < 100_000) stderr += chunk;

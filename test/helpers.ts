@@ -5,7 +5,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { buildApp } from '../src/http/app.js';
@@ -18,6 +17,7 @@ import type { PlanName } from '../src/accounts/plans.js';
 import { recordOutputs, type StoredOutput } from '../src/files/files.js';
 import type { TaskQueue, TaskRow } from '../src/queue/queue.js';
 import { assertMatchesContract } from './openapi-contract.js';
+import { freshPostgres } from './fresh-postgres.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));
 export const CORPUS = path.resolve(REPO_ROOT, '../shared/corpus');
@@ -35,22 +35,7 @@ export function tempDir(prefix = 'imgapi-test-'): string {
 /** A database URL for a fresh, empty database of the dialect, and a function that drops it. */
 export async function freshDatabase(dialect: Dialect, dataDir: string): Promise<{ url: string; drop: () => Promise<void> }> {
   if (dialect === 'sqlite') return { url: `sqlite:${path.join(dataDir, 'test.db')}`, drop: async () => {} };
-  const name = `imgapi_t_${crypto.randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: POSTGRES_URL });
-  await admin.connect(); // fails loudly when PostgreSQL is down: these suites never skip
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(POSTGRES_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const client = new pg.Client({ connectionString: POSTGRES_URL });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
-    },
-  };
+  return freshPostgres(POSTGRES_URL, 'imgapi_t_');
 }
 
 export interface TestServerOptions {

@@ -11,13 +11,12 @@
 // submit's HTTP round trip, measured by the client, is reported beside it for scale.
 //
 // Environment: BENCH_PICKUP_JOBS=200 (per database), BENCH_POSTGRES_URL.
-import crypto from 'node:crypto';
-import pg from 'pg';
 import sharp from 'sharp';
 import { ApiClient } from '../lib/client.js';
 import { percentile, sleep } from '../lib/pool.js';
 import { distIsStale, startService } from '../lib/service.js';
 import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
+import { freshPostgres } from '../../test/fresh-postgres.js';
 
 const SCENARIO = 'queue pickup';
 const POSTGRES_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -29,26 +28,6 @@ const envInt = (name: string, fallback: number): number => {
 
 const PLANS = { max: { requestsPerSecond: 1_000_000, monthlyTasks: 1_000_000_000, maxQueuedTasks: 1_000_000 } };
 
-/** A fresh PostgreSQL database and how to drop it. */
-async function freshPostgres(): Promise<{ url: string; drop: () => Promise<void> }> {
-  const name = `imgapi_bench_${crypto.randomBytes(5).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: POSTGRES_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(POSTGRES_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const client = new pg.Client({ connectionString: POSTGRES_URL });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
-    },
-  };
-}
-
 interface Measured {
   dialect: 'sqlite' | 'postgres';
   samples: number[];
@@ -59,7 +38,7 @@ interface Measured {
 async function measure(ctx: BenchContext, dialect: 'sqlite' | 'postgres', jobs: number, image: Blob): Promise<Measured> {
   const env: Record<string, string> = {};
   if (dialect === 'postgres') {
-    const database = await freshPostgres();
+    const database = await freshPostgres(POSTGRES_URL, 'imgapi_bench_');
     ctx.onCleanup(database.drop);
     env.DATABASE_URL = database.url;
   }

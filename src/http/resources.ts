@@ -3,6 +3,7 @@
 import type { FromSchema } from 'json-schema-to-ts';
 import { iso } from '../clock.js';
 import type { FileRecord } from '../files/files.js';
+import { safeFilename } from '../files/upload.js';
 import type { FILE_SCHEMA } from './schemas.js';
 
 export type ApiFile = FromSchema<typeof FILE_SCHEMA>;
@@ -10,7 +11,8 @@ export type ApiFile = FromSchema<typeof FILE_SCHEMA>;
 export function fileToApi(file: FileRecord): ApiFile {
   return {
     fileId: file.id,
-    filename: file.filename,
+    // Names stored by versions before the sanitiser are cleaned on the way out as well.
+    filename: safeFilename(file.filename, file.format),
     mimeType: file.mime_type,
     // Only a format this service sniffed or wrote is ever stored.
     format: file.format as ApiFile['format'],

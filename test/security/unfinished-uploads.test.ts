@@ -412,6 +412,7 @@ for (const dialect of DIALECTS) {
       // A row stored before names were cleaned: the header is cleaned as it is built.
       await server.services.database.db.updateTable('files').set({ filename: 'old\u202Egnp.jpg' }).where('id', '=', ids[1]!).execute();
       assert.equal(await checkDownload(ids[1]!), 'oldgnp.jpg');
+      assert.equal((await client.get(`/api/files/${ids[1]}`)).body.data.filename, 'oldgnp.jpg', 'and so is the resource');
       // The name a direct upload declares.
       const presigned = await presign(server, client, 'direct\u202Egpj.exe');
       assert.equal((await apiFetch(presigned.url, { method: 'PUT', headers: presigned.headers, body: new Uint8Array(JPEG) })).response.status, 200);

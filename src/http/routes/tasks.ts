@@ -167,7 +167,10 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
         const { task, input } = entry;
         return {
           taskId: task.id,
-          input: { fileId: input?.id ?? (JSON.parse(task.input) as { fileId: string }).fileId, filename: input?.filename ?? null },
+          input: {
+            fileId: input?.id ?? (JSON.parse(task.input) as { fileId: string }).fileId,
+            filename: input ? safeFilename(input.filename, input.format) : null,
+          },
           status: task.status,
           ...(name ? { file: name } : {}),
           ...(task.status === 'completed' && !name ? { expired: true } : {}),

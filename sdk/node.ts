@@ -13,6 +13,7 @@ import { countBytes, ImgapiBase, type DownloadResult, type OpenedSource, type Up
 import { nameOf, toBlob, type BrowserSource } from './index.js';
 
 export * from './index.js';
+export { verifyWebhook, WebhookSignatureError, type VerifyWebhookOptions, type WebhookEvent } from './webhooks.js';
 
 /** A path, a Buffer or bytes, a Blob, or a stream (a Node Readable or a web ReadableStream). */
 export type NodeSource = string | BrowserSource | NodeJS.ReadableStream | ReadableStream<Uint8Array>;

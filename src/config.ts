@@ -62,6 +62,10 @@ export interface Config {
   /** Previews one API process renders at once, and how many more may wait; past that 503. */
   previewConcurrency: number;
   previewQueue: number;
+  /** Webhook deliveries one worker process makes at once, apart from its image-task slots. */
+  webhookConcurrency: number;
+  /** Deliver webhooks to loopback, private and link-local addresses too (self-hosters, tests). */
+  webhookAllowPrivateNetworks: boolean;
 }
 
 export type StorageConfig =
@@ -246,6 +250,14 @@ export const VARIABLES = {
   BWRAP_COMMAND: { ...command('bwrap'), doc: "bubblewrap's program (package `bubblewrap`): a name on `PATH` or a path" },
   PREVIEW_CONCURRENCY: { ...integer(2, 1, 64), doc: 'previews one API process renders at once' },
   PREVIEW_QUEUE: { ...integer(16, 0, 10_000), doc: 'previews that may wait for a slot; past that, 503' },
+  WEBHOOK_CONCURRENCY: {
+    ...integer(4, 0, 256),
+    doc: 'webhook deliveries a worker process makes at once, in slots of their own: a slow receiver never holds a slot meant for image tasks (0: this process delivers none)',
+  },
+  WEBHOOK_ALLOW_PRIVATE_NETWORKS: {
+    ...flag('`false`'),
+    doc: '`true` delivers webhooks to loopback, private (RFC 1918, ULA), link-local and other non-public addresses too: for an install whose receivers are on its internal network. Off, such URLs are refused at creation and at each delivery',
+  },
   SIGNUP_MODE: {
     ...oneOf(SIGNUP_MODES, 'invite'),
     doc: 'who can create an account in the dashboard: `open` (anyone), `invite` (a code from the operator page), `closed` (nobody; use the CLI)',
@@ -370,6 +382,8 @@ export function loadConfig(env: Env = process.env): Config {
     bwrapCommand: read('BWRAP_COMMAND'),
     previewConcurrency: read('PREVIEW_CONCURRENCY'),
     previewQueue: read('PREVIEW_QUEUE'),
+    webhookConcurrency: read('WEBHOOK_CONCURRENCY'),
+    webhookAllowPrivateNetworks: read('WEBHOOK_ALLOW_PRIVATE_NETWORKS') ?? false,
   };
   if (problems.length) throw new ConfigError(problems);
   return config;

@@ -12,6 +12,7 @@ import { sweepExpiredFiles } from './files/files.js';
 import { pruneRateLimits } from './accounts/rate-limit.js';
 import { pruneSessions } from './accounts/sessions.js';
 import { pruneIdempotencyKeys } from './db/idempotency.js';
+import { pruneDeliveries } from './webhooks/store.js';
 import { deleteTaskOutputs, type ObjectStorage } from './storage/storage.js';
 import { markOutputsSwept, unsweptEndedWithoutOutputs } from './tasks/tasks.js';
 
@@ -119,6 +120,7 @@ export class Maintenance {
     await pruneIdempotencyKeys(database, now);
     await pruneRateLimits(database, now);
     await pruneSessions(database, now);
+    await pruneDeliveries(database, now);
     if (swept) logger.info({ swept }, 'retention sweep deleted expired files');
     return true;
   }

@@ -20,6 +20,9 @@ export interface Metrics {
   dataDirSize: Gauge;
   /** Previews: renditions decoded from the original, read from the cache, refused (busy), unavailable. */
   previews: Counter<'event'>;
+  /** Webhook delivery attempts by outcome: delivered, retrying (failed, tried again later), failed (given up), lost (lease lapsed). */
+  webhookAttempts: Counter<'outcome'>;
+  webhookAttemptDuration: Histogram;
 }
 
 export interface MetricSources {
@@ -105,6 +108,13 @@ export function createMetrics(sources: MetricSources): Metrics {
         this.set(stats.blocks * stats.bsize);
       },
     }),
+    webhookAttempts: new Counter({
+      name: 'imgapi_webhook_attempts_total',
+      help: 'Webhook delivery attempts by outcome (delivered, retrying, failed: given up after 24 hours, lost: lease lapsed)',
+      labelNames: ['outcome'],
+      registers,
+    }),
+    webhookAttemptDuration: seconds('imgapi_webhook_attempt_duration_seconds', 'Webhook delivery attempt time', [], [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]),
     previews: new Counter({
       name: 'imgapi_previews_total',
       help: 'Previews: renditions rendered from the original or read from the cache, requests refused as busy (503) or unavailable (415)',

@@ -49,6 +49,8 @@ const DATA_OWNERS: Readonly<Record<string, Owner>> = {
   },
   'src/db/': { owns: ['idempotency_keys'] },
   'src/maintenance.ts': { owns: ['periodic_runs'] },
+  // Endpoints and their deliveries (a queue of its own, like tasks).
+  'src/webhooks/': { owns: ['webhooks', 'webhook_deliveries'] },
 };
 
 /** The files that may name a table through a variable instead of a literal (see sqlPlacement). */

@@ -10,6 +10,8 @@
 //   3. task rows (completion, failure, cancel; several at once in one statement);
 //   4. file rows (delete, retention);
 //   5. counters and new rows: usage_counters, idempotency keys, batches, task inputs.
+//   6. the batch row, locked by a task's end to tell whether it finished the batch
+//      (batch.completed, src/tasks/ended.ts), then the new webhook deliveries.
 //
 // So enqueue (account, quota counters, new task rows), completion (account, task, new output
 // files; the storage charge updates the account row it holds already), cancel (account, tasks),

@@ -31,6 +31,8 @@ export const TABLES = {
   task_inputs: ['task_id', 'position'],
   usage_counters: ['account_id', 'period'],
   idempotency_keys: ['account_id', 'key'],
+  webhooks: ['id'],
+  webhook_deliveries: ['id'],
 } as const satisfies { [T in keyof DB]: readonly [keyof DB[T] & string, ...(keyof DB[T] & string)[]] };
 
 export type TableName = keyof typeof TABLES;

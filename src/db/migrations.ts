@@ -268,6 +268,48 @@ export const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0008_webhooks': {
+    async up(db: Kysely<any>) {
+      // Webhook endpoints. The secret signs every delivery, so it is kept as issued (a hash could
+      // not sign); it is shown once at creation and never returned or logged after.
+      await db.schema
+        .createTable('webhooks')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('url', 'text', (c) => c.notNull())
+        .addColumn('events', 'text', (c) => c.notNull())
+        .addColumn('description', 'text')
+        .addColumn('secret', 'text', (c) => c.notNull())
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('webhooks_account').on('webhooks').column('account_id').execute();
+
+      // One event for one endpoint, and the queue of its attempts (like a task): claimed with a
+      // lease (`run_at` is then when the lease lapses), retried with backoff until `give_up_at`.
+      await db.schema
+        .createTable('webhook_deliveries')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('webhook_id', 'text', (c) => c.notNull().references('webhooks.id'))
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('event_id', 'text', (c) => c.notNull())
+        .addColumn('event_type', 'text', (c) => c.notNull())
+        .addColumn('payload', 'text', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('run_at', ms, (c) => c.notNull())
+        .addColumn('lease_owner', 'text')
+        .addColumn('give_up_at', ms, (c) => c.notNull())
+        .addColumn('last_status_code', 'integer')
+        .addColumn('last_duration_ms', 'integer')
+        .addColumn('last_error', 'text')
+        .addColumn('attempt_log', 'text', (c) => c.notNull().defaultTo('[]'))
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .addColumn('finished_at', ms)
+        .execute();
+      await db.schema.createIndex('webhook_deliveries_runnable').on('webhook_deliveries').columns(['status', 'run_at']).execute();
+      await db.schema.createIndex('webhook_deliveries_webhook').on('webhook_deliveries').columns(['webhook_id', 'created_at']).execute();
+    },
+  },
 };
 
 export interface SchemaState {

@@ -176,6 +176,46 @@ export interface UploadsTable {
   swept_at: number | null;
 }
 
+/** A webhook endpoint of an account (src/webhooks/). `events` is a JSON array of event types. */
+export interface WebhooksTable {
+  id: string;
+  account_id: string;
+  url: string;
+  events: string;
+  description: string | null;
+  /** Signs the deliveries, so kept as issued; shown once, never returned or logged after. */
+  secret: string;
+  created_at: number;
+}
+
+export const DELIVERY_STATUSES = ['pending', 'delivering', 'delivered', 'failed'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+/** One event for one endpoint, queued like a task: claimed with a lease, retried with backoff. */
+export interface WebhookDeliveriesTable {
+  id: string;
+  webhook_id: string;
+  account_id: string;
+  event_id: string;
+  event_type: string;
+  /** The exact JSON body every attempt sends. */
+  payload: string;
+  status: DeliveryStatus;
+  attempts: Generated<number>;
+  /** pending: when the next attempt may start; delivering: when the lease lapses. */
+  run_at: number;
+  lease_owner: string | null;
+  /** No attempt starts after this (24 hours after the delivery was created). */
+  give_up_at: number;
+  last_status_code: number | null;
+  last_duration_ms: number | null;
+  last_error: string | null;
+  /** JSON: every attempt, oldest first ({at, statusCode?, durationMs, error?, responseBody?}). */
+  attempt_log: Generated<string>;
+  created_at: number;
+  finished_at: number | null;
+}
+
 export interface DB {
   uploads: UploadsTable;
   sessions: SessionsTable;
@@ -192,4 +232,6 @@ export interface DB {
   batches: BatchesTable;
   usage_counters: UsageCountersTable;
   idempotency_keys: IdempotencyKeysTable;
+  webhooks: WebhooksTable;
+  webhook_deliveries: WebhookDeliveriesTable;
 }

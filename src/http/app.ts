@@ -15,6 +15,7 @@ import { fileRoutes } from './routes/files.js';
 import { jobRoutes } from './routes/jobs.js';
 import { opsRoutes } from './routes/ops.js';
 import { taskRoutes } from './routes/tasks.js';
+import { webhookRoutes } from './routes/webhooks.js';
 import { uploadReceiverRoutes, uploadRoutes } from './routes/uploads.js';
 import { dashboardRoutes } from './routes/dashboard/index.js';
 
@@ -77,6 +78,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       jobRoutes(api, services);
       taskRoutes(api, services);
       accountRoutes(api, services);
+      webhookRoutes(api, services);
     },
     { prefix: '/api' },
   );

@@ -11,6 +11,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { ERROR_STATUS, type ErrorCode } from '../errors.js';
 import { COMPONENT_SCHEMAS, EXAMPLE_IDS, ref } from './schemas.js';
+import { WEBHOOK_DOCUMENT } from './webhook-schemas.js';
 
 // Error codes ------------------------------------------------------------------------------
 
@@ -31,6 +32,9 @@ const MEANING: Record<ApiErrorCode, string> = {
   VALIDATION_ERROR: 'A field, parameter or header is invalid; `details.fields` names each one.',
   BATCH_TOO_LARGE: "More files than the plan's batchSize.",
   UPLOAD_SIZE_MISMATCH: 'The body is not exactly the `size` bytes the upload was presigned for.',
+  WEBHOOK_URL_NOT_ALLOWED:
+    'The webhook URL is not http(s), or its host is (or resolves to) a loopback, private, link-local, metadata or other non-public address; `details.address` names it.',
+  WEBHOOK_LIMIT_EXCEEDED: 'The account has as many webhook endpoints as it may (`details.limit`); delete one first.',
   API_KEY_MISSING: 'No x-api-key header (and no dashboard session).',
   API_KEY_INVALID: 'The API key is unknown or has been revoked.',
   PLAN_NO_API_ACCESS: "The account's plan has no API access (Free reaches the API only through the dashboard).",
@@ -315,6 +319,7 @@ const TAGS = [
   { name: 'Batches', description: 'One task per file, with shared options' },
   { name: 'Tasks', description: 'Follow and cancel tasks' },
   { name: 'Account', description: 'Plan, limits and usage' },
+  { name: 'Webhooks', description: 'Be told when tasks and batches end, instead of polling' },
   { name: 'Operations', description: 'Health, readiness and metrics' },
 ];
 
@@ -365,6 +370,8 @@ function finish({ openapiObject }: { openapiObject: Partial<Document> }) {
   };
   collect(document);
   document.components.examples = Object.fromEntries([...examples].sort().map((code) => [code, { summary: code, value: exampleError(code) }]));
+  // What the service POSTs to webhook endpoints (OpenAPI 3.1's `webhooks`).
+  document.webhooks = structuredClone(WEBHOOK_DOCUMENT);
   return document;
 }
 

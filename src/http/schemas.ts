@@ -9,6 +9,7 @@ import { TASK_ERROR_CODES } from '../errors.js';
 import { STORED_FORMATS } from '../imaging/formats.js';
 import { OPERATIONS } from '../operations/registry.js';
 import type { AnyOperation, JsonSchema } from '../operations/types.js';
+import { WEBHOOK_SCHEMAS } from './webhook-schemas.js';
 
 export const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -633,6 +634,7 @@ function jobSchemas(op: AnyOperation): Record<string, JsonSchema> {
 /** Every named schema of the document. */
 export const COMPONENT_SCHEMAS: Record<string, JsonSchema> = {
   ...RESOURCES,
+  ...WEBHOOK_SCHEMAS,
   ...Object.fromEntries(OPERATIONS.flatMap((op) => Object.entries(jobSchemas(op)))),
 };
 

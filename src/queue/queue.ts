@@ -7,6 +7,7 @@ import { ACTIVE_STATUSES, type TasksTable } from '../db/schema.js';
 import { markServed } from '../accounts/accounts.js';
 import { lockAccount, refundTask } from '../accounts/quota.js';
 import type { QueueEvents } from './events.js';
+import { recordTasksEnded } from '../tasks/ended.js';
 
 export type TaskRow = Selectable<TasksTable>;
 
@@ -172,6 +173,7 @@ export class TaskQueue {
         })
         .where('id', '=', task.id)
         .execute();
+      await recordTasksEnded(this.database, tx, task.account_id, [task.id], now);
       return 'completed' as const;
     });
     if (outcome !== 'lost') this.events.finished(task.id);
@@ -241,6 +243,8 @@ export class TaskQueue {
       .where('id', '=', taskId)
       .execute();
     if (refund) await refundTask(tx, accountId, createdAt);
+    // Its webhook events, in the transaction that fails it.
+    await recordTasksEnded(this.database, tx, accountId, [taskId], now);
   }
 
   /**

@@ -2,7 +2,7 @@
 import type { Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
-import { ACTIVE_STATUSES, isFinished, TASK_STATUSES, type TasksTable, type TaskStatus } from '../db/schema.js';
+import { ACTIVE_STATUSES, isFinished, type TasksTable } from '../db/schema.js';
 import { AppError, TaskError, notFound } from '../errors.js';
 import { isAnimation } from '../imaging/formats.js';
 import { checkOutputSize, checkSource, outputFrames } from '../imaging/limits.js';
@@ -13,39 +13,14 @@ import { getLiveFile, type FileRecord } from '../files/files.js';
 import { olderThan, pageOf } from '../db/pagination.js';
 import type { AnyOperation } from '../operations/types.js';
 import { acceptsFormat } from '../files/kinds.js';
+import { batchToApi, taskErrorToApi, taskToApi } from './view.js';
+import { recordTasksEnded } from './ended.js';
 
 type TaskRow = Selectable<TasksTable>;
 
 export const MAX_ATTEMPTS = 3;
 
-const parse = <T>(text: string | null): T | undefined => (text === null ? undefined : (JSON.parse(text) as T));
-
-export function taskToApi(task: TaskRow) {
-  const outputFileIds = parse<string[]>(task.output_file_ids);
-  return {
-    taskId: task.id,
-    type: task.type,
-    status: task.status,
-    progress: task.progress,
-    ...(task.batch_id ? { batchId: task.batch_id } : {}),
-    input: JSON.parse(task.input) as { fileId: string } | { fileIds: string[] },
-    options: JSON.parse(task.options) as Record<string, unknown>,
-    ...(task.output_file_id ? { outputFileId: task.output_file_id } : {}),
-    ...(outputFileIds ? { outputFileIds } : {}),
-    ...(task.status === 'completed' && task.result ? { result: JSON.parse(task.result) } : {}),
-    ...(task.status === 'failed' && task.error_code ? { error: taskErrorToApi(task) } : {}),
-    attempts: task.attempts,
-    createdAt: iso(task.created_at),
-    ...(task.started_at !== null ? { startedAt: iso(task.started_at) } : {}),
-    ...(task.completed_at !== null ? { completedAt: iso(task.completed_at) } : {}),
-  };
-}
-
-/** A failed task's `error`: code, message and, when the failure has them, `details`. */
-function taskErrorToApi(task: Pick<TaskRow, 'error_code' | 'error_message' | 'error_details'>) {
-  const details = parse<Record<string, unknown>>(task.error_details);
-  return { code: task.error_code!, message: task.error_message ?? '', ...(details ? { details } : {}) };
-}
+export { taskToApi };
 
 export interface Submitter {
   accountId: string;
@@ -105,8 +80,8 @@ function failsAtOnce(op: AnyOperation, options: Record<string, unknown>, file: F
     // bytes of a large file may count fewer frames than it has: the worker checks them all again.
     const frames = file.pages !== null && isAnimation(file.format) ? file.pages : 1;
     checkSource({ ...source, frames }, limits);
-    const planned = op.outputSize?.(options, source);
     const format = typeof options.format === 'string' ? options.format : file.format;
+    const planned = op.outputSize?.(options, source);
     if (planned) checkOutputSize(planned, limits, op.capsOutputSide ?? false, outputFrames(frames, format));
     return undefined;
   } catch (err) {
@@ -157,13 +132,16 @@ function taskRow(
   };
 }
 
-async function insertTasks(tx: Tx, rows: { task: TaskRow; fileIds: string[] }[]): Promise<void> {
+async function insertTasks(database: Database, tx: Tx, rows: { task: TaskRow; fileIds: string[] }[]): Promise<void> {
   await tx
     .insertInto('tasks')
     .values(rows.map((r) => r.task))
     .execute();
   const inputs = rows.flatMap((r) => r.fileIds.map((fileId, position) => ({ task_id: r.task.id, file_id: fileId, position })));
   if (inputs.length) await tx.insertInto('task_inputs').values(inputs).execute();
+  // A task failed when queued (a limit the header already shows) has ended: its webhook events.
+  const failed = rows.filter((r) => r.task.status === 'failed');
+  if (failed.length) await recordTasksEnded(database, tx, failed[0]!.task.account_id, failed.map((r) => r.task.id), failed[0]!.task.created_at);
 }
 
 /**
@@ -185,7 +163,7 @@ export async function submitTask({ database, tx, clock, op, submitter }: Submiss
   const charged = task.charged;
   await checkQueuedTasks(tx, submitter.accountId, submitter.limits, charged);
   if (charged) await chargeTasks(tx, submitter.accountId, submitter.limits, charged, now);
-  await insertTasks(tx, [{ task, fileIds: [...ids, ...(op.extraInputs?.(options) ?? [])] }]);
+  await insertTasks(database, tx, [{ task, fileIds: [...ids, ...(op.extraInputs?.(options) ?? [])] }]);
   return { taskId: task.id, status: task.status, type: task.type, createdAt: iso(now), ...(task.error_code ? { error: taskErrorToApi(task) } : {}) };
 }
 
@@ -230,7 +208,7 @@ export async function submitBatch({ database, tx, clock, op, submitter }: Submis
     .insertInto('batches')
     .values({ id: batchId, account_id: submitter.accountId, type: op.kind, size: rows.length, created_at: now })
     .execute();
-  await insertTasks(tx, rows);
+  await insertTasks(database, tx, rows);
   return {
     batchId,
     type: op.kind,
@@ -301,14 +279,18 @@ export async function cancelTasks(database: Database, clock: Clock, accountId: s
   if (!taskIds.length) return 0;
   return database.transaction(async (tx) => {
     await lockAccount(database, tx, accountId);
-    const result = await tx
+    const now = clock.now();
+    const canceled = await tx
       .updateTable('tasks')
-      .set({ status: 'canceled', completed_at: clock.now(), lease_owner: null, lease_expires_at: null })
+      .set({ status: 'canceled', completed_at: now, lease_owner: null, lease_expires_at: null })
       .where('account_id', '=', accountId)
       .where('id', 'in', taskIds)
       .where('status', 'in', ACTIVE_STATUSES)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows);
+      .returning('id')
+      .execute();
+    // Their webhook events, in the same transaction: an ended task's event is never lost.
+    await recordTasksEnded(database, tx, accountId, canceled.map((row) => row.id), now);
+    return canceled.length;
   });
 }
 
@@ -359,9 +341,7 @@ export async function getBatch(database: Database, accountId: string, batchId: s
   const batch = await database.db.selectFrom('batches').selectAll().where('id', '=', batchId).where('account_id', '=', accountId).executeTakeFirst();
   if (!batch) throw notFound('Batch');
   const tasks = await database.db.selectFrom('tasks').selectAll().where('batch_id', '=', batchId).orderBy('batch_index').execute();
-  const counts = Object.fromEntries(TASK_STATUSES.map((status) => [status, 0])) as Record<TaskStatus, number>;
-  for (const task of tasks) counts[task.status]++;
-  return { batchId: batch.id, type: batch.type, createdAt: iso(batch.created_at), counts, tasks: tasks.map(taskToApi) };
+  return batchToApi(batch, tasks);
 }
 
 /** Up to `limit` tasks that ended without outputs (failed, canceled) and were not swept yet. */

@@ -17,6 +17,7 @@ import type { ObjectStorage } from '../storage/storage.js';
 import { OutputStore } from './outputs.js';
 import { Pool } from './pool.js';
 import { TaskRunner } from './runner.js';
+import { WebhookDeliverer } from './webhooks.js';
 
 export interface WorkerDeps {
   config: Config;
@@ -36,6 +37,8 @@ export class WorkerPool {
   /** LibreOffice (its pool caps conversions across this pool's tasks) and poppler. */
   readonly documents: DocumentTools;
   private readonly pool: Pool<TaskRow>;
+  /** Webhook deliveries, in slots of their own (WEBHOOK_CONCURRENCY). */
+  readonly webhooks: WebhookDeliverer;
   private started = false;
   private reaper: NodeJS.Timeout | undefined;
   private readonly onQueued = () => this.pool.wake();
@@ -59,6 +62,7 @@ export class WorkerPool {
       onFetch: (task, signal) => runner.run(task, signal),
       onError: (err, task) => (task ? logger.error({ err, taskId: task.id }, 'task bookkeeping failed') : logger.error({ err }, 'claim failed')),
     });
+    this.webhooks = new WebhookDeliverer(deps, this.id, config.webhookConcurrency);
   }
 
   start(): void {
@@ -73,6 +77,7 @@ export class WorkerPool {
       Math.max(500, Math.floor(config.leaseMs / 2)),
     );
     this.pool.start();
+    this.webhooks.start();
   }
 
   /**
@@ -84,7 +89,7 @@ export class WorkerPool {
     this.started = false;
     clearInterval(this.reaper);
     this.deps.queue.events.off('queued', this.onQueued);
-    await this.pool.stop(deadlineMs);
+    await Promise.all([this.pool.stop(deadlineMs), this.webhooks.stop(deadlineMs)]);
     // The warm converters go with the worker that owned them, not only with the process.
     await this.documents.libreoffice.close();
   }

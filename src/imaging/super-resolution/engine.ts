@@ -1,0 +1,244 @@
+// The main thread's side of super-resolution. One worker thread per process runs the network
+// (inference-worker.ts) and keeps its models loaded, so the event loop that serves HTTP and the
+// other tasks never waits on inference; jobs from several tasks run there one after the other.
+// `superResolve` is what the upscale kind calls: it decodes the image to sRGB pixels, has the
+// worker upscale them tile by tile, writes each band of output rows to the task's scratch
+// directory as it arrives (the output is never held whole), and answers a lazy sharp pipeline
+// over those bands — alpha, upscaled with Lanczos, joined back, and an exact resize when the
+// size asked for is not the network's scale.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import sharp, { type Sharp } from 'sharp';
+import type { Size } from '../geometry.js';
+import type { InferenceJob, InferenceMessage } from './inference-worker.js';
+import { modelScaleFor, TILE_OVERLAP, TILE_SIZE, type ModelScale } from './model.js';
+
+export interface UpscaleRun {
+  /** Aborting stops the job between two tiles (the running tile finishes). */
+  signal?: AbortSignal;
+  /** After every tile. */
+  progress?(done: number, total: number): void;
+  /** Input pixels per tile side (tests force small tiles); default TILE_SIZE. */
+  tileSize?: number;
+  /** After a cancel: tiles finished when it was asked for, and when the worker stopped. */
+  onCanceled?(tiles: { atCancel: number; run: number }): void;
+}
+
+export interface UpscaledBand {
+  /** First output row. */
+  y: number;
+  height: number;
+  /** Packed RGB bytes, `width × scale` pixels per row. */
+  data: Uint8Array;
+}
+
+/** Where the worker's code is: beside this module, compiled (.js) or run through tsx (.ts). */
+const WORKER_ENTRY = (() => {
+  const here = fileURLToPath(import.meta.url);
+  return path.join(path.dirname(here), `inference-worker${path.extname(here)}`);
+})();
+
+export class SuperResolutionEngine {
+  private worker: Worker | undefined;
+  private nextId = 1;
+  /** Jobs run one at a time: each waits for the one before it. */
+  private turn: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Upscales packed RGB bytes by the network's `scale`, band by band (`onBand` is awaited in
+   * order; the bands together are the whole output). Rejects with the signal's reason when aborted.
+   */
+  upscale(
+    rgb: Uint8Array,
+    size: Size,
+    scale: ModelScale,
+    onBand: (band: UpscaledBand) => Promise<void>,
+    run: UpscaleRun = {},
+  ): Promise<{ tiles: number }> {
+    const job = this.turn.then(() => this.runJob(rgb, size, scale, onBand, run));
+    this.turn = job.catch(() => undefined);
+    return job;
+  }
+
+  /** Ends the worker thread (its models go with it); the next job starts a new one. */
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    await worker?.terminate();
+  }
+
+  private spawn(): Worker {
+    if (this.worker) return this.worker;
+    const worker = WORKER_ENTRY.endsWith('.ts') ? typeScriptWorker(WORKER_ENTRY) : new Worker(WORKER_ENTRY);
+    // A process that has nothing else to do may exit with the model still loaded.
+    worker.unref();
+    const forget = () => {
+      if (this.worker === worker) this.worker = undefined;
+    };
+    worker.once('exit', forget);
+    worker.once('error', forget);
+    this.worker = worker;
+    return worker;
+  }
+
+  private runJob(
+    rgb: Uint8Array,
+    size: Size,
+    scale: ModelScale,
+    onBand: (band: UpscaledBand) => Promise<void>,
+    run: UpscaleRun,
+  ): Promise<{ tiles: number }> {
+    const { signal } = run;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const worker = this.spawn();
+    const id = this.nextId++;
+    // [0]: the cancel flag the worker reads between tiles; [1]: tiles it has finished.
+    const state = new Int32Array(new SharedArrayBuffer(8));
+    return new Promise((resolve, reject) => {
+      let writing: Promise<void> = Promise.resolve();
+      let atCancel = -1;
+      const onAbort = () => {
+        atCancel = Atomics.load(state, 1);
+        Atomics.store(state, 0, 1);
+      };
+      const settle = (outcome: () => void) => {
+        signal?.removeEventListener('abort', onAbort);
+        worker.off('message', onMessage);
+        worker.off('error', onError);
+        worker.off('exit', onExit);
+        outcome();
+      };
+      const onMessage = (message: InferenceMessage) => {
+        if (message.id !== id) return;
+        switch (message.type) {
+          case 'tile':
+            run.progress?.(message.done, message.total);
+            break;
+          case 'band': {
+            const band = { y: message.y, height: message.height, data: message.data };
+            writing = writing.then(() => onBand(band));
+            writing.catch(() => Atomics.store(state, 0, 1));
+            break;
+          }
+          case 'done':
+            settle(() => writing.then(() => resolve({ tiles: message.tiles }), reject));
+            break;
+          case 'canceled':
+            run.onCanceled?.({ atCancel, run: message.tiles });
+            // A band that failed to be written is the cause; else the abort's reason.
+            settle(() => writing.then(() => reject(signal?.reason ?? new Error('super-resolution canceled')), reject));
+            break;
+          case 'error':
+            settle(() => reject(new Error(`super-resolution failed: ${message.message}`)));
+            break;
+        }
+      };
+      const onError = (err: Error) => settle(() => reject(err));
+      const onExit = (code: number) => settle(() => reject(new Error(`the super-resolution worker exited (${code})`)));
+      worker.on('message', onMessage);
+      worker.once('error', onError);
+      worker.once('exit', onExit);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const job: InferenceJob = {
+        type: 'run',
+        id,
+        scale,
+        width: size.width,
+        height: size.height,
+        rgb,
+        tileSize: run.tileSize ?? TILE_SIZE,
+        overlap: TILE_OVERLAP,
+        state,
+      };
+      worker.postMessage(job);
+    });
+  }
+}
+
+/**
+ * Run from the TypeScript sources (tests, `node --import tsx`): a worker thread does not get
+ * the main thread's loader hooks, so it registers tsx's before loading the entry.
+ */
+function typeScriptWorker(entry: string): Worker {
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const code = `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(pathToFileURL(entry).href)}); });`;
+  return new Worker(code, { eval: true });
+}
+
+let shared: SuperResolutionEngine | undefined;
+
+/** This process's engine: one worker thread, its models loaded once and kept. */
+export function superResolutionEngine(): SuperResolutionEngine {
+  shared ??= new SuperResolutionEngine();
+  return shared;
+}
+
+export interface SuperResolveRun extends UpscaleRun {
+  /** A directory of the task's own, where the output bands are written. */
+  tmpDir: string;
+}
+
+/** A finished super-resolution: its output, opened as often as asked (each a new sharp pipeline). */
+export interface SuperResolved {
+  open(): Sharp;
+  /** The network's scale that ran. */
+  scale: ModelScale;
+  tiles: number;
+}
+
+/**
+ * `image` (upright) upscaled by the network to `target`: the smallest of the network's scales at
+ * or above the one asked for, then an exact Lanczos resize when the sizes differ. Pixels are
+ * converted to sRGB first (ICC profiles applied), alpha is upscaled with Lanczos.
+ */
+export async function superResolve(image: Sharp, target: Size, run: SuperResolveRun): Promise<SuperResolved> {
+  const { data, info } = await image.toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  const size = { width: info.width, height: info.height };
+  const hasAlpha = info.channels === 4;
+  const rgb = hasAlpha ? channels(data, 4, [0, 1, 2]) : data;
+  const scale = modelScaleFor(Math.max(target.width / size.width, target.height / size.height));
+  const dir = await fs.promises.mkdtemp(path.join(run.tmpDir, 'super-resolution-'));
+  const bands: string[] = [];
+  const outWidth = size.width * scale;
+  const { tiles } = await superResolutionEngine().upscale(
+    rgb,
+    size,
+    scale,
+    async (band) => {
+      const file = path.join(dir, `band-${String(bands.length).padStart(5, '0')}.tif`);
+      await sharp(band.data, { raw: { width: outWidth, height: band.height, channels: 3 } })
+        .tiff({ compression: 'none' })
+        .toFile(file);
+      bands.push(file);
+    },
+    run,
+  );
+  let alpha: string | undefined;
+  if (hasAlpha) {
+    // Written out too: at ×4 the alpha plane alone is 16 bytes per input pixel.
+    alpha = path.join(dir, 'alpha.tif');
+    await sharp(channels(data, 4, [3]), { raw: { width: size.width, height: size.height, channels: 1 } })
+      .resize({ width: target.width, height: target.height, fit: 'fill', kernel: 'lanczos3' })
+      .toColourspace('b-w')
+      .tiff({ compression: 'none' })
+      .toFile(alpha);
+  }
+  const exact = outWidth === target.width && size.height * scale === target.height;
+  const open = (): Sharp => {
+    let out = bands.length === 1 ? sharp(bands[0]) : sharp(bands, { join: { across: 1 } });
+    if (!exact) out = out.resize({ width: target.width, height: target.height, fit: 'fill', kernel: 'lanczos3' });
+    // Joined after the resize (sharp applies joinChannel last), at the target size already.
+    return alpha ? out.joinChannel(alpha) : out;
+  };
+  return { open, scale, tiles };
+}
+
+/** The listed channels of packed `count`-channel pixels. */
+function channels(data: Uint8Array, count: number, keep: number[]): Uint8Array {
+  const pixels = data.length / count;
+  const out = new Uint8Array(pixels * keep.length);
+  for (let p = 0; p < pixels; p++) for (let k = 0; k < keep.length; k++) out[p * keep.length + k] = data[p * count + keep[k]!]!;
+  return out;
+}

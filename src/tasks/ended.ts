@@ -1,0 +1,45 @@
+// The webhook events of tasks that ended (completed, failed, canceled) and of the batches they
+// finished. Called inside the transaction that ends the tasks, so an event is committed with the
+// end it reports, or not at all: a process that dies after the commit has lost nothing.
+import type { Database, Tx } from '../db/database.js';
+import { isFinished } from '../db/schema.js';
+import { enqueueEvents, subscriptionsOf, type WebhookEvent } from '../webhooks/store.js';
+import { batchToApi, taskToApi } from './view.js';
+
+/**
+ * Queues `task.<status>` for each of `taskIds` (tasks of `accountId` that have just ended) and
+ * `batch.completed` for each batch whose last unfinished task is among them, for the account's
+ * endpoints that listen to them. Costs one indexed read when the account has no endpoint.
+ */
+export async function recordTasksEnded(database: Database, tx: Tx, accountId: string, taskIds: readonly string[], now: number): Promise<void> {
+  if (!taskIds.length) return;
+  const subscriptions = await subscriptionsOf(tx, accountId);
+  if (!subscriptions.length) return;
+  const wanted = new Set(subscriptions.flatMap((s) => s.events));
+  const tasks = await tx
+    .selectFrom('tasks')
+    .selectAll()
+    .where('id', 'in', [...taskIds])
+    .where('account_id', '=', accountId)
+    .orderBy('created_at')
+    .orderBy('id')
+    .execute();
+  const events: WebhookEvent[] = [];
+  for (const task of tasks) {
+    const type = `task.${task.status}`;
+    if (isFinished(task.status) && wanted.has(type)) events.push({ type, data: { task: taskToApi(task) } });
+  }
+  if (wanted.has('batch.completed')) {
+    const batchIds = [...new Set(tasks.flatMap((t) => (t.batch_id ? [t.batch_id] : [])))].sort();
+    for (const batchId of batchIds) {
+      // The batch's lock (last in the lock order, src/accounts/quota.ts) makes the ends of its
+      // tasks take turns here: exactly one of them sees every task finished.
+      await database.lockRow(tx, 'batches', batchId);
+      const batch = await tx.selectFrom('batches').selectAll().where('id', '=', batchId).executeTakeFirst();
+      if (!batch) continue;
+      const members = await tx.selectFrom('tasks').selectAll().where('batch_id', '=', batchId).orderBy('batch_index').execute();
+      if (members.every((t) => isFinished(t.status))) events.push({ type: 'batch.completed', data: { batch: batchToApi(batch, members) } });
+    }
+  }
+  await enqueueEvents(tx, accountId, subscriptions, events, now);
+}

@@ -716,6 +716,111 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook endpoints
+         * @description Newest first; the secrets are never shown again.
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Create a webhook endpoint
+         * @description Events (`task.completed`, `task.failed`, `task.canceled`, `batch.completed`; default all) are POSTed to `url` as JSON (the WebhookEvent schema), signed with the `secret` answered here, which is shown this once. A 2xx within 10 s is delivered; anything else is retried after about 10 s, 1 min, 5 min, 30 min, 2 h, then every 4 hours, for 24 hours. Delivery is at least once: dedupe on the event's `id`. At most 10 endpoints per account (403 WEBHOOK_LIMIT_EXCEEDED). Loopback, private, link-local and metadata destinations are refused (400 WEBHOOK_URL_NOT_ALLOWED), and no redirect is followed.
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{webhookId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a webhook endpoint */
+        get: operations["getWebhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint
+         * @description Its pending deliveries are not sent, and its delivery log goes with it.
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{webhookId}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An endpoint's recent deliveries
+         * @description Newest first, each with its attempts (status code, time, error); kept 30 days.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{webhookId}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test event
+         * @description Queues a `webhook.test` event (`data: {webhook}`), delivered, signed and retried like any other; follow it in the deliveries.
+         */
+        post: operations["testWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhooks/{webhookId}/deliveries/{deliveryId}/resend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resend one delivery
+         * @description Queues the delivery's event again for the endpoint as a new delivery: the same event id and body (signed anew), retried for 24 hours.
+         */
+        post: operations["resendWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/uploads/{uploadId}": {
         parameters: {
             query?: never;
@@ -737,7 +842,28 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    event: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An event POSTed to your endpoint
+         * @description Verify `Imgapi-Signature` (`t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`) on the raw body before parsing it (the SDK's `verifyWebhook` does, in constant time, refusing timestamps more than 5 minutes off), then answer 2xx within 10 s. Anything else is retried (about 10 s, 1 min, 5 min, 30 min, 2 h, then every 4 hours, for 24 hours) with the same event id: dedupe on it. Redirects are not followed.
+         */
+        post: operations["webhookEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /**
@@ -1450,6 +1576,279 @@ export interface components {
                     required: boolean;
                     detail?: string;
                 };
+            };
+        };
+        /**
+         * @example {
+         *       "url": "https://hooks.example.net/imgapi",
+         *       "events": [
+         *         "task.completed",
+         *         "task.failed"
+         *       ],
+         *       "description": "Production receiver"
+         *     }
+         */
+        CreateWebhookRequest: {
+            /** @description An http or https URL on a public address. Loopback, private, link-local and metadata addresses are refused (400 WEBHOOK_URL_NOT_ALLOWED) here and again at each delivery, on the address connected to, unless the operator sets WEBHOOK_ALLOW_PRIVATE_NETWORKS=1. */
+            url: string;
+            /** @description The events to send (default: all of them). */
+            events?: ("task.completed" | "task.failed" | "task.canceled" | "batch.completed")[];
+            /** @description A note for you (shown in lists). */
+            description?: string;
+        };
+        /**
+         * @example {
+         *       "webhookId": "whk_4Tn8Qz1Lp6Vb3Xc9Rm2Kd7Hs",
+         *       "url": "https://hooks.example.net/imgapi",
+         *       "events": [
+         *         "task.completed",
+         *         "task.failed",
+         *         "task.canceled",
+         *         "batch.completed"
+         *       ],
+         *       "description": "Production receiver",
+         *       "createdAt": "2026-05-04T09:30:00.000Z"
+         *     }
+         */
+        Webhook: {
+            /** @description The endpoint. */
+            webhookId: string;
+            /**
+             * Format: uri
+             * @description Where events are POSTed.
+             */
+            url: string;
+            /** @description The events sent to the endpoint. */
+            events: ("task.completed" | "task.failed" | "task.canceled" | "batch.completed")[];
+            /** @description Your note. */
+            description?: string;
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            createdAt: string;
+        };
+        /**
+         * @example {
+         *       "webhookId": "whk_4Tn8Qz1Lp6Vb3Xc9Rm2Kd7Hs",
+         *       "url": "https://hooks.example.net/imgapi",
+         *       "events": [
+         *         "task.completed",
+         *         "task.failed",
+         *         "task.canceled",
+         *         "batch.completed"
+         *       ],
+         *       "description": "Production receiver",
+         *       "createdAt": "2026-05-04T09:30:00.000Z",
+         *       "secret": "whsec_Jd83kLq0Zp5Xv2Mn7Tb4Rc9Wy1Hs6Gf8Ke3Ua0Pi5Q"
+         *     }
+         */
+        CreatedWebhook: {
+            /** @description The endpoint. */
+            webhookId: string;
+            /**
+             * Format: uri
+             * @description Where events are POSTed.
+             */
+            url: string;
+            /** @description The events sent to the endpoint. */
+            events: ("task.completed" | "task.failed" | "task.canceled" | "batch.completed")[];
+            /** @description Your note. */
+            description?: string;
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            createdAt: string;
+            /** @description Signs every delivery (HMAC-SHA256, see the Webhooks section). Shown this once: keep it. It is never returned again; to replace it, create a new endpoint and delete this one. */
+            secret: string;
+        };
+        /**
+         * @example {
+         *       "webhooks": [
+         *         {
+         *           "webhookId": "whk_4Tn8Qz1Lp6Vb3Xc9Rm2Kd7Hs",
+         *           "url": "https://hooks.example.net/imgapi",
+         *           "events": [
+         *             "task.completed",
+         *             "task.failed",
+         *             "task.canceled",
+         *             "batch.completed"
+         *           ],
+         *           "description": "Production receiver",
+         *           "createdAt": "2026-05-04T09:30:00.000Z"
+         *         }
+         *       ],
+         *       "limit": 10
+         *     }
+         */
+        WebhookList: {
+            /** @description Newest first. */
+            webhooks: components["schemas"]["Webhook"][];
+            /** @description How many endpoints an account may have (10). */
+            limit: number;
+        };
+        /**
+         * @description One event for one endpoint, and its attempts.
+         * @example {
+         *       "deliveryId": "dlv_7Kq2Wm9Xr4Tb1Zn6Pc3Lv8Hd",
+         *       "eventId": "evt_2Hs5Kd8Lp1Qz4Tn7Vb0Xc3Rm",
+         *       "event": "task.completed",
+         *       "status": "pending",
+         *       "attempts": 2,
+         *       "statusCode": 500,
+         *       "durationMs": 84,
+         *       "error": "answered 500",
+         *       "nextAttemptAt": "2026-05-04T09:31:10.000Z",
+         *       "createdAt": "2026-05-04T09:30:00.000Z",
+         *       "attemptLog": [
+         *         {
+         *           "at": "2026-05-04T09:30:00.120Z",
+         *           "statusCode": 500,
+         *           "durationMs": 91,
+         *           "error": "answered 500",
+         *           "responseBody": "upstream down"
+         *         },
+         *         {
+         *           "at": "2026-05-04T09:30:10.130Z",
+         *           "statusCode": 500,
+         *           "durationMs": 84,
+         *           "error": "answered 500",
+         *           "responseBody": "upstream down"
+         *         }
+         *       ]
+         *     }
+         */
+        WebhookDelivery: {
+            /** @description The delivery (resend it with POST …/deliveries/{deliveryId}/resend). */
+            deliveryId: string;
+            /** @description The event (the body's `id` and the Imgapi-Event-Id header): the same in every attempt and every resend. */
+            eventId: string;
+            /** @enum {string} */
+            event: "task.completed" | "task.failed" | "task.canceled" | "batch.completed" | "webhook.test";
+            /**
+             * @description `pending`: waiting for its next attempt or being sent; `delivered`: answered 2xx; `failed`: not delivered in 24 hours.
+             * @enum {string}
+             */
+            status: "pending" | "delivered" | "failed";
+            /** @description Attempts made. */
+            attempts: number;
+            /** @description The last attempt's HTTP status (absent when it got no answer). */
+            statusCode?: number;
+            /** @description The last attempt's time, in milliseconds. */
+            durationMs?: number;
+            /** @description Why the last attempt failed. */
+            error?: string;
+            /**
+             * Format: date-time
+             * @description When a pending delivery is tried next.
+             */
+            nextAttemptAt?: string;
+            /**
+             * Format: date-time
+             * @description When the event was queued for the endpoint.
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When it was delivered or given up.
+             */
+            finishedAt?: string;
+            /** @description Every attempt, oldest first. */
+            attemptLog: {
+                /**
+                 * Format: date-time
+                 * @description When the attempt ended.
+                 */
+                at: string;
+                /** @description The HTTP status answered. */
+                statusCode?: number;
+                durationMs: number;
+                /** @description Why it failed (a status, a timeout, a refused address, a redirect not followed…). */
+                error?: string;
+                /** @description The start of the receiver's answer (the first 4 KiB are read, 1 KiB is kept). */
+                responseBody?: string;
+            }[];
+        };
+        /**
+         * @example {
+         *       "deliveries": [
+         *         {
+         *           "deliveryId": "dlv_7Kq2Wm9Xr4Tb1Zn6Pc3Lv8Hd",
+         *           "eventId": "evt_2Hs5Kd8Lp1Qz4Tn7Vb0Xc3Rm",
+         *           "event": "task.completed",
+         *           "status": "pending",
+         *           "attempts": 2,
+         *           "statusCode": 500,
+         *           "durationMs": 84,
+         *           "error": "answered 500",
+         *           "nextAttemptAt": "2026-05-04T09:31:10.000Z",
+         *           "createdAt": "2026-05-04T09:30:00.000Z",
+         *           "attemptLog": [
+         *             {
+         *               "at": "2026-05-04T09:30:00.120Z",
+         *               "statusCode": 500,
+         *               "durationMs": 91,
+         *               "error": "answered 500",
+         *               "responseBody": "upstream down"
+         *             },
+         *             {
+         *               "at": "2026-05-04T09:30:10.130Z",
+         *               "statusCode": 500,
+         *               "durationMs": 84,
+         *               "error": "answered 500",
+         *               "responseBody": "upstream down"
+         *             }
+         *           ]
+         *         }
+         *       ],
+         *       "nextCursor": null
+         *     }
+         */
+        WebhookDeliveryList: {
+            /** @description Newest first; kept 30 days. */
+            deliveries: components["schemas"]["WebhookDelivery"][];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
+        };
+        /**
+         * @description The JSON body POSTed to an endpoint, with headers `Imgapi-Event-Id` (its `id`) and `Imgapi-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`. `data` holds the task (`task.*`) or the batch (`batch.completed`) exactly as GET /api/tasks/{taskId} and GET /api/batches/{batchId} show them; `webhook.test` carries `{webhook}`.
+         * @example {
+         *       "id": "evt_2Hs5Kd8Lp1Qz4Tn7Vb0Xc3Rm",
+         *       "type": "webhook.test",
+         *       "createdAt": "2026-05-04T09:30:00.000Z",
+         *       "data": {
+         *         "webhook": {
+         *           "webhookId": "whk_4Tn8Qz1Lp6Vb3Xc9Rm2Kd7Hs",
+         *           "url": "https://hooks.example.net/imgapi",
+         *           "events": [
+         *             "task.completed",
+         *             "task.failed",
+         *             "task.canceled",
+         *             "batch.completed"
+         *           ],
+         *           "description": "Production receiver",
+         *           "createdAt": "2026-05-04T09:30:00.000Z"
+         *         }
+         *       }
+         *     }
+         */
+        WebhookEvent: {
+            /** @description Unique per event: dedupe on it (delivery is at least once). */
+            id: string;
+            /** @enum {string} */
+            type: "task.completed" | "task.failed" | "task.canceled" | "batch.completed" | "webhook.test";
+            /**
+             * Format: date-time
+             * @description When the event happened.
+             */
+            createdAt: string;
+            data: {
+                task: components["schemas"]["Task"];
+            } | {
+                batch: components["schemas"]["Batch"];
+            } | {
+                webhook: components["schemas"]["Webhook"];
             };
         };
         /**
@@ -12282,6 +12681,1579 @@ export interface operations {
             "4XX": components["responses"]["MalformedRequest"];
         };
     };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoints */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "webhooks": [
+                     *           {
+                     *             "webhookId": "whk_4Tn8Qz1Lp6Vb3Xc9Rm2Kd7Hs",
+                     *             "url": "https://hooks.example.net/imgapi",
+                     *             "events": [
+                     *               "task.completed",
+                     *               "task.failed",
+                     *               "task.canceled",
+                     *               "batch.completed"
+                     *             ],
+                     *             "description": "Production receiver",
+                     *             "createdAt": "2026-05-04T09:30:00.000Z"
+                     *           }
+                     *         ],
+                     *         "limit": 10
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["WebhookList"];
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateWebhookRequest"];
+            };
+        };
+        responses: {
+            /** @description The endpoint, with its secret (shown once) */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "webhookId": "whk_4Tn8Qz1Lp6Vb3Xc9Rm2Kd7Hs",
+                     *         "url": "https://hooks.example.net/imgapi",
+                     *         "events": [
+                     *           "task.completed",
+                     *           "task.failed",
+                     *           "task.canceled",
+                     *           "batch.completed"
+                     *         ],
+                     *         "description": "Production receiver",
+                     *         "createdAt": "2026-05-04T09:30:00.000Z",
+                     *         "secret": "whsec_Jd83kLq0Zp5Xv2Mn7Tb4Rc9Wy1Hs6Gf8Ke3Ua0Pi5Q"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["CreatedWebhook"];
+                    };
+                };
+            };
+            /**
+             * @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one.
+             *
+             *     `WEBHOOK_URL_NOT_ALLOWED`: The webhook URL is not http(s), or its host is (or resolves to) a loopback, private, link-local, metadata or other non-public address; `details.address` names it.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR" | "WEBHOOK_URL_NOT_ALLOWED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `WEBHOOK_LIMIT_EXCEEDED`: The account has as many webhook endpoints as it may (`details.limit`); delete one first.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "WEBHOOK_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An id starting whk_ */
+                webhookId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "webhookId": "whk_4Tn8Qz1Lp6Vb3Xc9Rm2Kd7Hs",
+                     *         "url": "https://hooks.example.net/imgapi",
+                     *         "events": [
+                     *           "task.completed",
+                     *           "task.failed",
+                     *           "task.canceled",
+                     *           "batch.completed"
+                     *         ],
+                     *         "description": "Production receiver",
+                     *         "createdAt": "2026-05-04T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Webhook"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An id starting whk_ */
+                webhookId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size (1–100, default 20). */
+                limit?: number;
+                /** @description The `nextCursor` of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description An id starting whk_ */
+                webhookId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of deliveries */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "deliveries": [
+                     *           {
+                     *             "deliveryId": "dlv_7Kq2Wm9Xr4Tb1Zn6Pc3Lv8Hd",
+                     *             "eventId": "evt_2Hs5Kd8Lp1Qz4Tn7Vb0Xc3Rm",
+                     *             "event": "task.completed",
+                     *             "status": "pending",
+                     *             "attempts": 2,
+                     *             "statusCode": 500,
+                     *             "durationMs": 84,
+                     *             "error": "answered 500",
+                     *             "nextAttemptAt": "2026-05-04T09:31:10.000Z",
+                     *             "createdAt": "2026-05-04T09:30:00.000Z",
+                     *             "attemptLog": [
+                     *               {
+                     *                 "at": "2026-05-04T09:30:00.120Z",
+                     *                 "statusCode": 500,
+                     *                 "durationMs": 91,
+                     *                 "error": "answered 500",
+                     *                 "responseBody": "upstream down"
+                     *               },
+                     *               {
+                     *                 "at": "2026-05-04T09:30:10.130Z",
+                     *                 "statusCode": 500,
+                     *                 "durationMs": 84,
+                     *                 "error": "answered 500",
+                     *                 "responseBody": "upstream down"
+                     *               }
+                     *             ]
+                     *           }
+                     *         ],
+                     *         "nextCursor": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["WebhookDeliveryList"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    testWebhook: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path: {
+                /** @description An id starting whk_ */
+                webhookId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The queued delivery */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "deliveryId": "dlv_7Kq2Wm9Xr4Tb1Zn6Pc3Lv8Hd",
+                     *         "eventId": "evt_2Hs5Kd8Lp1Qz4Tn7Vb0Xc3Rm",
+                     *         "event": "task.completed",
+                     *         "status": "pending",
+                     *         "attempts": 2,
+                     *         "statusCode": 500,
+                     *         "durationMs": 84,
+                     *         "error": "answered 500",
+                     *         "nextAttemptAt": "2026-05-04T09:31:10.000Z",
+                     *         "createdAt": "2026-05-04T09:30:00.000Z",
+                     *         "attemptLog": [
+                     *           {
+                     *             "at": "2026-05-04T09:30:00.120Z",
+                     *             "statusCode": 500,
+                     *             "durationMs": 91,
+                     *             "error": "answered 500",
+                     *             "responseBody": "upstream down"
+                     *           },
+                     *           {
+                     *             "at": "2026-05-04T09:30:10.130Z",
+                     *             "statusCode": 500,
+                     *             "durationMs": 84,
+                     *             "error": "answered 500",
+                     *             "responseBody": "upstream down"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["WebhookDelivery"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    resendWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path: {
+                /** @description An id starting whk_ */
+                webhookId: string;
+                /** @description An id starting dlv_ */
+                deliveryId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new delivery */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "deliveryId": "dlv_7Kq2Wm9Xr4Tb1Zn6Pc3Lv8Hd",
+                     *         "eventId": "evt_2Hs5Kd8Lp1Qz4Tn7Vb0Xc3Rm",
+                     *         "event": "task.completed",
+                     *         "status": "pending",
+                     *         "attempts": 2,
+                     *         "statusCode": 500,
+                     *         "durationMs": 84,
+                     *         "error": "answered 500",
+                     *         "nextAttemptAt": "2026-05-04T09:31:10.000Z",
+                     *         "createdAt": "2026-05-04T09:30:00.000Z",
+                     *         "attemptLog": [
+                     *           {
+                     *             "at": "2026-05-04T09:30:00.120Z",
+                     *             "statusCode": 500,
+                     *             "durationMs": 91,
+                     *             "error": "answered 500",
+                     *             "responseBody": "upstream down"
+                     *           },
+                     *           {
+                     *             "at": "2026-05-04T09:30:10.130Z",
+                     *             "statusCode": 500,
+                     *             "durationMs": 84,
+                     *             "error": "answered 500",
+                     *             "responseBody": "upstream down"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["WebhookDelivery"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
     putUpload: {
         parameters: {
             query: {
@@ -12470,6 +14442,40 @@ export interface operations {
                 };
             };
             "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    webhookEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's `id`. */
+                "Imgapi-Event-Id": string;
+                /** @description `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>` */
+                "Imgapi-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Delivered: no further attempt. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not delivered: tried again later, for 24 hours. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
 }

@@ -114,7 +114,12 @@ export function createMetrics(sources: MetricSources): Metrics {
       labelNames: ['outcome'],
       registers,
     }),
-    webhookAttemptDuration: seconds('imgapi_webhook_attempt_duration_seconds', 'Webhook delivery attempt time', [], [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]),
+    webhookAttemptDuration: seconds(
+      'imgapi_webhook_attempt_duration_seconds',
+      'Webhook delivery attempt time',
+      [],
+      [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    ),
     previews: new Counter({
       name: 'imgapi_previews_total',
       help: 'Previews: renditions rendered from the original or read from the cache, requests refused as busy (503) or unavailable (415)',

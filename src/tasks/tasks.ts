@@ -141,7 +141,14 @@ async function insertTasks(database: Database, tx: Tx, rows: { task: TaskRow; fi
   if (inputs.length) await tx.insertInto('task_inputs').values(inputs).execute();
   // A task failed when queued (a limit the header already shows) has ended: its webhook events.
   const failed = rows.filter((r) => r.task.status === 'failed');
-  if (failed.length) await recordTasksEnded(database, tx, failed[0]!.task.account_id, failed.map((r) => r.task.id), failed[0]!.task.created_at);
+  if (failed.length)
+    await recordTasksEnded(
+      database,
+      tx,
+      failed[0]!.task.account_id,
+      failed.map((r) => r.task.id),
+      failed[0]!.task.created_at,
+    );
 }
 
 /**
@@ -289,7 +296,13 @@ export async function cancelTasks(database: Database, clock: Clock, accountId: s
       .returning('id')
       .execute();
     // Their webhook events, in the same transaction: an ended task's event is never lost.
-    await recordTasksEnded(database, tx, accountId, canceled.map((row) => row.id), now);
+    await recordTasksEnded(
+      database,
+      tx,
+      accountId,
+      canceled.map((row) => row.id),
+      now,
+    );
     return canceled.length;
   });
 }

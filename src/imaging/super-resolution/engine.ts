@@ -47,17 +47,17 @@ export class SuperResolutionEngine {
   private turn: Promise<unknown> = Promise.resolve();
 
   /**
-   * Upscales packed RGB bytes by the network's `scale`, band by band (`onBand` is awaited in
+   * Upscales packed RGB (or RGBA, whose alpha is skipped) bytes by the network's `scale`, band by band (`onBand` is awaited in
    * order; the bands together are the whole output). Rejects with the signal's reason when aborted.
    */
   upscale(
-    rgb: Uint8Array,
+    pixels: { data: Uint8Array; channels: 3 | 4 },
     size: Size,
     scale: ModelScale,
     onBand: (band: UpscaledBand) => Promise<void>,
     run: UpscaleRun = {},
   ): Promise<{ tiles: number }> {
-    const job = this.turn.then(() => this.runJob(rgb, size, scale, onBand, run));
+    const job = this.turn.then(() => this.runJob(pixels, size, scale, onBand, run));
     this.turn = job.catch(() => undefined);
     return job;
   }
@@ -84,7 +84,7 @@ export class SuperResolutionEngine {
   }
 
   private runJob(
-    rgb: Uint8Array,
+    pixels: { data: Uint8Array; channels: 3 | 4 },
     size: Size,
     scale: ModelScale,
     onBand: (band: UpscaledBand) => Promise<void>,
@@ -147,7 +147,8 @@ export class SuperResolutionEngine {
         scale,
         width: size.width,
         height: size.height,
-        rgb,
+        pixels: pixels.data,
+        channels: pixels.channels,
         tileSize: run.tileSize ?? TILE_SIZE,
         overlap: TILE_OVERLAP,
         state,
@@ -197,13 +198,14 @@ export async function superResolve(image: Sharp, target: Size, run: SuperResolve
   const { data, info } = await image.toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
   const size = { width: info.width, height: info.height };
   const hasAlpha = info.channels === 4;
-  const rgb = hasAlpha ? channels(data, 4, [0, 1, 2]) : data;
+  if (info.channels !== 3 && info.channels !== 4) throw new Error(`super-resolution got ${info.channels} channels in sRGB`);
   const scale = modelScaleFor(Math.max(target.width / size.width, target.height / size.height));
   const dir = await fs.promises.mkdtemp(path.join(run.tmpDir, 'super-resolution-'));
   const bands: string[] = [];
   const outWidth = size.width * scale;
+  // The worker reads the colour channels itself: this thread, which serves HTTP, does not copy them.
   const { tiles } = await superResolutionEngine().upscale(
-    rgb,
+    { data, channels: hasAlpha ? 4 : 3 },
     size,
     scale,
     async (band) => {
@@ -219,7 +221,8 @@ export async function superResolve(image: Sharp, target: Size, run: SuperResolve
   if (hasAlpha) {
     // Written out too: at ×4 the alpha plane alone is 16 bytes per input pixel.
     alpha = path.join(dir, 'alpha.tif');
-    await sharp(channels(data, 4, [3]), { raw: { width: size.width, height: size.height, channels: 1 } })
+    await sharp(data, { raw: { width: size.width, height: size.height, channels: 4 } })
+      .extractChannel(3)
       .resize({ width: target.width, height: target.height, fit: 'fill', kernel: 'lanczos3' })
       .toColourspace('b-w')
       .tiff({ compression: 'none' })
@@ -233,12 +236,4 @@ export async function superResolve(image: Sharp, target: Size, run: SuperResolve
     return alpha ? out.joinChannel(alpha) : out;
   };
   return { open, scale, tiles };
-}
-
-/** The listed channels of packed `count`-channel pixels. */
-function channels(data: Uint8Array, count: number, keep: number[]): Uint8Array {
-  const pixels = data.length / count;
-  const out = new Uint8Array(pixels * keep.length);
-  for (let p = 0; p < pixels; p++) for (let k = 0; k < keep.length; k++) out[p * keep.length + k] = data[p * count + keep[k]!]!;
-  return out;
 }

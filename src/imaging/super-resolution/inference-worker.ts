@@ -13,14 +13,16 @@ import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
 import { readModelFiles, type ModelScale } from './model.js';
 import { placeTile, planTiles, tileInput } from './tiles.js';
 
-/** A job: packed RGB bytes of the whole input (bounded by the plan's maxAiUpscalePixels). */
+/** A job: packed bytes of the whole input (bounded by the plan's maxAiUpscalePixels), RGB or RGBA. */
 export interface InferenceJob {
   type: 'run';
   id: number;
   scale: ModelScale;
   width: number;
   height: number;
-  rgb: Uint8Array;
+  pixels: Uint8Array;
+  /** 3, or 4: the alpha is not the network's (the engine upscales it apart). */
+  channels: number;
   tileSize: number;
   overlap: number;
   /** Int32Array over shared memory: [0] non-zero once the job is canceled; [1] tiles finished. */
@@ -69,7 +71,7 @@ async function run(job: InferenceJob): Promise<void> {
         port!.postMessage({ type: 'canceled', id: job.id, tiles: done } satisfies InferenceMessage);
         return;
       }
-      const input = tileInput(job.rgb, job.width, tile);
+      const input = tileInput(job.pixels, job.width, job.channels, tile);
       const output = tf.tidy(() => network.predict(tf.tensor4d(input, [1, tile.runHeight, tile.runWidth, 3])) as tf.Tensor);
       try {
         placeTile(output.dataSync() as Float32Array, tile, job.scale, band, outWidth);

@@ -50,13 +50,20 @@ export function planTiles(width: number, height: number, tileSize: number, overl
   return rows;
 }
 
-/** The run region of `tile`, as float RGB (0–255) the network takes, cut from packed RGB bytes. */
-export function tileInput(rgb: Uint8Array, imageWidth: number, tile: Tile): Float32Array {
+/**
+ * The run region of `tile`, as float RGB (0–255) the network takes, cut from packed bytes of
+ * `channels` per pixel (3, or 4 whose alpha is left out).
+ */
+export function tileInput(pixels: Uint8Array, imageWidth: number, channels: number, tile: Tile): Float32Array {
   const out = new Float32Array(tile.runWidth * tile.runHeight * 3);
   for (let row = 0; row < tile.runHeight; row++) {
-    const from = ((tile.runY + row) * imageWidth + tile.runX) * 3;
-    const to = row * tile.runWidth * 3;
-    for (let i = 0; i < tile.runWidth * 3; i++) out[to + i] = rgb[from + i]!;
+    let from = ((tile.runY + row) * imageWidth + tile.runX) * channels;
+    let to = row * tile.runWidth * 3;
+    for (let x = 0; x < tile.runWidth; x++, from += channels, to += 3) {
+      out[to] = pixels[from]!;
+      out[to + 1] = pixels[from + 1]!;
+      out[to + 2] = pixels[from + 2]!;
+    }
   }
   return out;
 }

@@ -158,8 +158,8 @@ describe('dashboard in a real browser', { timeout: 240_000 }, () => {
     await page.getByRole('button', { name: 'Create key' }).click();
     apiKey = (await page.getByTestId('new-key-value').textContent())!.trim();
     assert.match(apiKey, /^ik_[A-Za-z0-9_-]{20,}$/);
-    await page.getByRole('button', { name: 'Copy' }).click();
-    await page.getByRole('button', { name: 'Copied' }).waitFor();
+    await page.getByRole('button', { name: 'Copy', exact: true }).click();
+    await page.getByRole('button', { name: 'Copied', exact: true }).waitFor();
     const row = page.getByTestId('keys-table').locator('tr', { hasText: 'ci' });
     await row.getByText(apiKey.slice(0, 11)).waitFor();
     await screenshot(page, 'keys-created');

@@ -1,9 +1,12 @@
 // A form generated from a job kind's JSON Schema (GET /dashboard-api/operations, built from the
 // operations registry): one field per option, typed by the schema; nothing restated by hand.
-// Values are kept as text and converted to the schema's types when the job is sent; the server
-// validates everything and its field errors are shown next to the fields they name.
-import type { FieldError } from './api';
+// Values are kept as text and converted to the schema's types when the job is sent. Each field
+// shows at most one message, beside it: the browser's own check (validation.ts) or the server's.
+// Options that exclude each other (the kind's rules) are disabled while the other is given;
+// descriptions are the schema's Markdown, rendered (markdown.tsx).
+import type { ReactNode } from 'react';
 import { label } from './format';
+import { Markdown } from './markdown';
 
 export interface JsonSchema {
   type?: string | string[];
@@ -11,6 +14,7 @@ export interface JsonSchema {
   minimum?: number;
   maximum?: number;
   exclusiveMinimum?: number;
+  pattern?: string;
   minLength?: number;
   maxLength?: number;
   description?: string;
@@ -22,7 +26,7 @@ export interface JsonSchema {
 
 export type FormValues = Record<string, string | boolean>;
 
-/** A field the form offers a choice of uploaded files for (a watermark's logo). */
+/** A field that names a further file (a watermark's logo): the page renders its own picker. */
 const isFileField = (name: string) => /FileId$/.test(name);
 
 const typeOf = (schema: JsonSchema): string =>
@@ -34,10 +38,18 @@ const typeOf = (schema: JsonSchema): string =>
  */
 const takesNumber = (schema: JsonSchema): boolean => Array.isArray(schema.type) && schema.type.some((t) => t === 'number' || t === 'integer');
 
-/** The request body's options from the form's values: empty fields are left out (the defaults apply). */
-export function toBody(properties: Record<string, JsonSchema>, values: FormValues): Record<string, unknown> {
+/**
+ * The request body's options from the form's values: empty fields are left out (the defaults
+ * apply), and so are fields a rule has disabled.
+ */
+export function toBody(
+  properties: Record<string, JsonSchema>,
+  values: FormValues,
+  disabled: ReadonlySet<string> = new Set(),
+): Record<string, unknown> {
   const body: Record<string, unknown> = {};
   for (const [name, schema] of Object.entries(properties)) {
+    if (disabled.has(name)) continue;
     const value = values[name];
     if (value === undefined || value === '' || value === false) continue;
     const type = typeOf(schema);
@@ -71,28 +83,23 @@ function Field(props: {
   required: boolean;
   value: string | boolean | undefined;
   onChange: (value: string | boolean) => void;
-  errors: FieldError[];
-  files: { fileId: string; filename: string }[];
+  problem?: string;
+  disabledReason?: string;
+  renderFileField?: (field: { id: string; name: string; value: string; onChange: (value: string) => void; disabled: boolean }) => ReactNode;
 }) {
-  const { name, schema, value, onChange } = props;
+  const { name, schema, value, onChange, problem, disabledReason } = props;
   const type = typeOf(schema);
   const id = `option-${name}`;
-  const help = [schema.description, rangeText(schema)].filter(Boolean).join(' ');
+  const disabled = disabledReason !== undefined;
+  const range = rangeText(schema);
+  const describedBy = [`${id}-help`, problem ? `${id}-problem` : ''].filter(Boolean).join(' ');
+  const common = { id, name, disabled, 'aria-invalid': problem ? true : undefined, 'aria-describedby': describedBy };
   let input;
-  if (isFileField(name)) {
-    input = (
-      <select id={id} name={name} value={String(value ?? '')} onChange={(e) => onChange(e.target.value)}>
-        <option value="">(none)</option>
-        {props.files.map((f) => (
-          <option key={f.fileId} value={f.fileId}>
-            {f.filename}
-          </option>
-        ))}
-      </select>
-    );
+  if (isFileField(name) && props.renderFileField) {
+    input = props.renderFileField({ id, name, value: String(value ?? ''), onChange, disabled });
   } else if (schema.enum) {
     input = (
-      <select id={id} name={name} value={String(value ?? '')} onChange={(e) => onChange(e.target.value)}>
+      <select {...common} value={String(value ?? '')} onChange={(e) => onChange(e.target.value)}>
         <option value="">{props.required ? '(choose)' : '(default)'}</option>
         {schema.enum.map((option) => (
           <option key={String(option)} value={String(option)}>
@@ -102,17 +109,15 @@ function Field(props: {
       </select>
     );
   } else if (type === 'boolean') {
-    input = <input id={id} name={name} type="checkbox" checked={value === true} onChange={(e) => onChange(e.target.checked)} />;
-  } else if (type === 'integer' || type === 'number') {
+    input = <input {...common} type="checkbox" checked={value === true} onChange={(e) => onChange(e.target.checked)} />;
+  } else if ((type === 'integer' || type === 'number') && !takesNumber(schema)) {
+    // type="text" with a numeric keyboard: the browser's own number checks would stop the
+    // form before ours and say it in its words.
     input = (
       <input
-        id={id}
-        name={name}
-        type="number"
+        {...common}
+        type="text"
         inputMode={type === 'integer' ? 'numeric' : 'decimal'}
-        step={type === 'integer' ? 1 : 'any'}
-        min={schema.minimum}
-        max={schema.maximum}
         value={String(value ?? '')}
         onChange={(e) => onChange(e.target.value)}
       />
@@ -120,8 +125,7 @@ function Field(props: {
   } else {
     input = (
       <input
-        id={id}
-        name={name}
+        {...common}
         type="text"
         maxLength={schema.maxLength}
         placeholder={schema.example !== undefined ? String(schema.example) : type === 'array' || type === 'object' ? 'JSON' : ''}
@@ -131,7 +135,10 @@ function Field(props: {
     );
   }
   return (
-    <div className={`field ${type === 'boolean' ? 'field-check' : ''} ${props.errors.length ? 'field-invalid' : ''}`} data-field={name}>
+    <div
+      className={`field ${type === 'boolean' ? 'field-check' : ''} ${problem ? 'field-invalid' : ''} ${disabled ? 'field-disabled' : ''}`}
+      data-field={name}
+    >
       <label htmlFor={id}>
         {label(name)}
         {props.required && (
@@ -143,12 +150,16 @@ function Field(props: {
         <code className="muted small">{name}</code>
       </label>
       {input}
-      {help && <div className="muted small help">{help}</div>}
-      {props.errors.map((e) => (
-        <div key={e.message} className="error-text small">
-          {e.message}
+      <div className="muted small help" id={`${id}-help`}>
+        {disabledReason && <strong className="field-off">{disabledReason} </strong>}
+        {schema.description && <Markdown text={schema.description} />}
+        {range && ` ${range}`}
+      </div>
+      {problem && (
+        <div className="error-text small" id={`${id}-problem`} data-testid={`problem-${name}`}>
+          {problem}
         </div>
-      ))}
+      )}
     </div>
   );
 }
@@ -158,8 +169,11 @@ export function SchemaForm(props: {
   required: string[];
   values: FormValues;
   onChange: (values: FormValues) => void;
-  errors: FieldError[];
-  files: { fileId: string; filename: string }[];
+  /** One message per field, shown beside it. */
+  problems: Record<string, string>;
+  /** Fields turned off by a rule, with why. */
+  disabled: ReadonlyMap<string, string>;
+  renderFileField?: (field: { id: string; name: string; value: string; onChange: (value: string) => void; disabled: boolean }) => ReactNode;
 }) {
   const entries = Object.entries(props.properties);
   if (entries.length === 0) return <p className="muted">This kind has no options.</p>;
@@ -173,8 +187,9 @@ export function SchemaForm(props: {
           required={props.required.includes(name)}
           value={props.values[name]}
           onChange={(value) => props.onChange({ ...props.values, [name]: value })}
-          errors={props.errors.filter((e) => e.field === name || e.field.startsWith(`${name}.`) || e.field.startsWith(`${name}[`))}
-          files={props.files}
+          problem={props.problems[name]}
+          disabledReason={props.disabled.get(name)}
+          renderFileField={props.renderFileField}
         />
       ))}
     </div>

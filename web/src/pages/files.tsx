@@ -56,6 +56,9 @@ export function FilesPage() {
           <a className="button secondary" href={downloadUrl(file.fileId)} download={file.filename}>
             Download
           </a>
+          <Link to={`/playground?fileId=${encodeURIComponent(file.fileId)}`} className="button secondary" title={`Open ${file.filename} in the playground`}>
+            Open in playground
+          </Link>
           <button type="button" className="secondary" onClick={() => remove(file.fileId)}>
             Delete
           </button>

@@ -1,6 +1,8 @@
-// API keys: create (shown once, with a copy button), list with prefix and times, revoke.
+// API keys: create (shown once, with a copy button, the first calls with it as curl, SDK and CLI,
+// and "Test this key"), list with prefix and times, revoke.
 import { useState, type FormEvent } from 'react';
 import { api } from '../api';
+import { NewKeySnippets } from '../api-request';
 import { CopyButton, ErrorBox, PageTitle, useAsync } from '../components';
 import { DataTable, type Column } from '../data-table';
 import { dateTime, relative } from '../format';
@@ -111,9 +113,7 @@ export function KeysPage() {
               </code>
               <CopyButton text={created.key} />
             </div>
-            <p className="muted small">
-              Use it as <code>x-api-key: {created.prefix}…</code> on every <code>/api/*</code> request.
-            </p>
+            <NewKeySnippets apiKey={created.key} />
           </div>
         )}
         <ErrorBox error={error ?? list.error} />

@@ -4,6 +4,7 @@ import { api, type AccountInfo } from '../api';
 import { ErrorBox, PageTitle, UsageBar, useAsync } from '../components';
 import { bytes, count, dateTime, label, seconds } from '../format';
 import { Link } from '../router';
+import { GettingStarted } from '../api-request';
 
 interface Day {
   date: string;
@@ -73,6 +74,7 @@ export function OverviewPage() {
     <>
       <PageTitle title="Usage" />
       <ErrorBox error={account.error ?? usage.error} />
+      <GettingStarted />
       {a && (
         <div className="grid two">
           <section className="card">

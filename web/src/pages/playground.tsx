@@ -1,13 +1,24 @@
-// The playground: any job kind from the browser. Pick or drop files (uploaded at once, with
-// progress), fill the kind's options (a form generated from its schema), run it, follow the
-// tasks, preview and download the results. All through /api/* with the session, within the
+// The playground: any job kind from the browser. Inputs are uploaded here (dropped or picked,
+// with progress) or chosen from the files already stored (also /playground?fileId=…, "Open in
+// playground" on Files); a watermark's logo is chosen on its own and is never an input. The
+// kind's options are a form generated from its schema, checked in the browser before anything
+// is sent. Each run replaces the results view and joins the session's history; results show
+// before/after with zoom, a slide gallery for decks, batch totals and a ZIP of everything, and
+// the API request that reproduces the run. All through /api/* with the session, within the
 // account's plan (Free included).
 import { useEffect, useMemo, useRef, useState, type DragEvent } from 'react';
-import { api, ApiError, downloadUrl, isFinished, uploadFile, type ApiFile, type ApiTask } from '../api';
+import { api, ApiError, downloadUrl, fetchBlob, isFinished, previewUrl, uploadFile, type ApiFile, type ApiTask } from '../api';
+import { ApiRequestPanel } from '../api-request';
+import type { JobCall } from '../api-snippets';
 import { ErrorBox, PageTitle, ProgressBar, StatusBadge, Thumb, useAsync } from '../components';
 import { bytes } from '../format';
-import { Link } from '../router';
+import { Markdown } from '../markdown';
+import { Link, useLocation } from '../router';
 import { SchemaForm, toBody, type FormValues, type JsonSchema } from '../schema-form';
+import { disabledFields, validateForm, type OptionRules } from '../validation';
+import '../playground.css';
+
+type BodySchema = JsonSchema & { properties: Record<string, JsonSchema>; required: string[] };
 
 interface Operation {
   kind: string;
@@ -16,79 +27,431 @@ interface Operation {
   accepts: string;
   multiInput: { min: number; max: number } | null;
   batch: boolean;
-  body: JsonSchema & { properties: Record<string, JsonSchema>; required: string[] };
-  batchBody: (JsonSchema & { properties: Record<string, JsonSchema>; required: string[] }) | null;
+  body: BodySchema;
+  batchBody: BodySchema | null;
+  rules?: OptionRules;
 }
 
 interface Picked {
   localId: number;
-  file: File;
+  name: string;
+  size: number;
   localUrl?: string;
   progress: number;
   state: 'uploading' | 'uploaded' | 'failed';
+  /** Chosen from the stored files rather than uploaded here. */
+  stored: boolean;
   uploaded?: ApiFile;
   error?: unknown;
 }
 
-interface Run {
-  taskId: string;
-  label: string;
-  /** Bytes of the input (one file), to show what the job saved. */
-  inputSize?: number;
-  task?: ApiTask;
+interface RunInput {
+  fileId: string;
+  name: string;
+  size: number;
+  width?: number;
+  height?: number;
+}
+
+/** One run of the playground, as the session's history keeps it. */
+interface RunRecord {
+  id: number;
+  kind: string;
+  call: JobCall;
+  inputs: RunInput[];
+  batchId?: string;
+  startedAt: string;
+  tasks: { taskId: string; fileId?: string; label: string }[];
 }
 
 const INPUT_FIELDS = new Set(['fileId', 'fileIds']);
-
-function savings(before: number, after: number): string {
-  const change = Math.round(((after - before) / before) * 100);
-  return change <= 0 ? `${-change}% smaller` : `${change}% larger`;
-}
+/** Kinds whose point is the output's size: only these show what was saved. */
+const SIZE_KINDS = new Set(['compress', 'convert']);
+const HISTORY_KEY = 'imgapi.playground.history';
 let nextLocalId = 1;
 
-/** Polls the unfinished tasks of `runs` until all finish (one left: long-poll it). */
-async function followAll(runs: Run[], update: (task: ApiTask) => void, signal: AbortSignal): Promise<void> {
-  const state = new Map(runs.map((r) => [r.taskId, r.task]));
-  for (;;) {
-    const open = [...state.entries()].filter(([, t]) => !t || !isFinished(t.status)).map(([id]) => id);
-    if (open.length === 0 || signal.aborted) return;
-    if (open.length === 1) {
-      const task = await api.get<ApiTask>(`/api/tasks/${encodeURIComponent(open[0]!)}?wait=10`, { signal, unlimited: true });
-      state.set(task.taskId, task);
-      update(task);
-      if (!isFinished(task.status)) await new Promise((resolve) => setTimeout(resolve, 500));
-      continue;
-    }
-    const tasks = await Promise.all(open.map((id) => api.get<ApiTask>(`/api/tasks/${encodeURIComponent(id)}`, { signal })));
-    for (const task of tasks) {
-      state.set(task.taskId, task);
-      update(task);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+function loadHistory(): RunRecord[] {
+  try {
+    const stored = JSON.parse(sessionStorage.getItem(HISTORY_KEY) ?? '[]') as unknown;
+    return Array.isArray(stored) ? (stored as RunRecord[]) : [];
+  } catch {
+    return [];
   }
 }
 
+function sizeChange(before: number, after: number): string {
+  if (after === before) return 'the same size as the input';
+  const percent = Math.abs(((after - before) / before) * 100);
+  const shown = percent < 1 ? percent.toFixed(1) : Math.round(percent);
+  // A no-break space keeps "−82 %" on one line.
+  return after < before ? `${bytes(before - after)} smaller (−${shown}\u00a0%)` : `${bytes(after - before)} larger (+${shown}\u00a0%)`;
+}
+
+const optionSummary = (body: Record<string, unknown>) =>
+  Object.entries(body)
+    .filter(([name]) => !INPUT_FIELDS.has(name))
+    .map(([name, value]) => `${name}=${typeof value === 'object' ? JSON.stringify(value) : String(value)}`)
+    .join(', ') || 'defaults';
+
+const extensionOf = (format: string) => (format === 'jpeg' ? 'jpg' : format);
+const baseName = (name: string) => name.replace(/\.[^.]+$/, '') || name;
+
+/** Follows the tasks of a run until all have finished: a batch in one request, else each task. */
+async function follow(run: RunRecord, update: (tasks: ApiTask[]) => void, signal: AbortSignal): Promise<void> {
+  const done = new Set<string>();
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  while (!signal.aborted && done.size < run.tasks.length) {
+    let tasks: ApiTask[];
+    if (run.batchId) {
+      tasks = (await api.get<{ tasks: ApiTask[] }>(`/api/batches/${encodeURIComponent(run.batchId)}`, { signal })).tasks;
+    } else if (run.tasks.length - done.size === 1) {
+      const open = run.tasks.find((t) => !done.has(t.taskId))!;
+      tasks = [await api.get<ApiTask>(`/api/tasks/${encodeURIComponent(open.taskId)}?wait=10`, { signal, unlimited: true })];
+    } else {
+      const open = run.tasks.filter((t) => !done.has(t.taskId));
+      tasks = await Promise.all(open.map((t) => api.get<ApiTask>(`/api/tasks/${encodeURIComponent(t.taskId)}`, { signal })));
+    }
+    update(tasks);
+    for (const task of tasks) if (isFinished(task.status)) done.add(task.taskId);
+    if (done.size < run.tasks.length) await sleep(run.batchId || run.tasks.length > 1 ? 1000 : 500);
+  }
+}
+
+/** A preview of a stored file as a blob: URL (through the dashboard's request limiter). */
+function usePreview(fileId: string | undefined, box: number): string | undefined {
+  const [src, setSrc] = useState<string>();
+  useEffect(() => {
+    if (!fileId) return;
+    const controller = new AbortController();
+    let url: string | undefined;
+    fetchBlob(previewUrl(fileId, box), controller.signal).then(
+      (blob) => {
+        url = URL.createObjectURL(blob);
+        setSrc(url);
+      },
+      () => undefined,
+    );
+    return () => {
+      controller.abort();
+      if (url) URL.revokeObjectURL(url);
+    };
+  }, [fileId, box]);
+  return src;
+}
+
+/** Before and after in one frame: a slider reveals the output over the input; zoom to compare detail. */
+function Compare({ before, after, label }: { before: string; after: string; label: string }) {
+  const [position, setPosition] = useState(50);
+  const [zoom, setZoom] = useState(1);
+  const box = zoom === 1 ? 800 : 2048;
+  const beforeSrc = usePreview(before, box);
+  const afterSrc = usePreview(after, box);
+  return (
+    <div className="compare" data-testid="compare">
+      <div className="compare-view">
+        <div className="compare-stage" style={{ width: `${zoom * 100}%` }}>
+          {beforeSrc ? <img src={beforeSrc} alt={`${label}: before`} /> : <div className="thumb thumb-large" />}
+          {afterSrc && <img className="after" src={afterSrc} alt={`${label}: after`} style={{ clipPath: `inset(0 0 0 ${position}%)` }} />}
+          <div className="compare-line" style={{ left: `${position}%` }} />
+        </div>
+      </div>
+      <div className="compare-controls">
+        <label className="small">
+          Before ◂ ▸ after{' '}
+          <input
+            type="range"
+            min={0}
+            max={100}
+            value={position}
+            onChange={(e) => setPosition(Number(e.target.value))}
+            aria-label={`compare ${label}`}
+          />
+        </label>
+        <label className="small">
+          Zoom{' '}
+          <select value={zoom} onChange={(e) => setZoom(Number(e.target.value))} data-testid="compare-zoom">
+            {[1, 2, 4].map((z) => (
+              <option key={z} value={z}>
+                {z}×
+              </option>
+            ))}
+          </select>
+        </label>
+      </div>
+    </div>
+  );
+}
+
+/** A deck's slides: a gallery (previews load as they scroll into view) and the ZIP of all. */
+function Slides({ task }: { task: ApiTask }) {
+  const slides = task.outputFileIds ?? [];
+  const numbers = task.result?.slides;
+  return (
+    <div data-testid="slides">
+      <div className="run">
+        <a className="button" href={downloadUrl(task.outputFileId!)} download data-testid="slides-zip">
+          Download all {slides.length} slides (ZIP)
+        </a>
+        <span className="muted small">
+          {task.result?.imageFormat?.toUpperCase()} {task.result?.width ? `${task.result.width}×${task.result.height}` : ''}
+        </span>
+      </div>
+      <ol className="slides">
+        {slides.map((id, i) => (
+          <li key={id}>
+            <Thumb fileId={id} alt={`slide ${numbers?.[i] ?? i + 1}`} box={160} />
+            <a href={downloadUrl(id)} download className="small">
+              Slide {numbers?.[i] ?? i + 1}
+            </a>
+          </li>
+        ))}
+      </ol>
+    </div>
+  );
+}
+
+function TaskResult({ run, task, entry }: { run: RunRecord; task: ApiTask | undefined; entry: RunRecord['tasks'][number] }) {
+  const status = task?.status ?? 'queued';
+  const input = run.inputs.find((i) => i.fileId === entry.fileId) ?? (run.inputs.length === 1 ? run.inputs[0] : undefined);
+  const result = task?.result;
+  const sameShape =
+    input?.width && input.height && result?.width && result.height && Math.abs(input.width / input.height - result.width / result.height) < 0.02;
+  const isImage = result && !['pdf', 'zip'].includes(result.format);
+  return (
+    <li data-task-id={entry.taskId} data-status={status}>
+      <div className="result-head">
+        <Link to={`/tasks/${entry.taskId}`}>
+          <code>{entry.taskId}</code>
+        </Link>{' '}
+        <span className="muted">{entry.label}</span> <StatusBadge status={status} />
+      </div>
+      {task && !isFinished(task.status) && (
+        <>
+          <ProgressBar value={task.progress} label={`progress of ${entry.taskId}`} />
+          <div className="muted small">{task.status === 'queued' ? 'Waiting in the queue…' : `Processing: ${Math.round(task.progress)} %`}</div>
+        </>
+      )}
+      {task?.error && (
+        <div className="error" role="alert">
+          <strong>{task.error.code}</strong> {task.error.message}
+        </div>
+      )}
+      {task?.status === 'completed' && task.outputFileId && result && (
+        <div className="result-body-wide">
+          {task.outputFileIds?.length ? (
+            <Slides task={task} />
+          ) : isImage && input && sameShape ? (
+            <Compare before={input.fileId} after={task.outputFileId} label={entry.label} />
+          ) : isImage && input?.width ? (
+            <div className="grid two">
+              <div>
+                <div className="muted small">Before</div>
+                <Thumb fileId={input.fileId} alt={`${entry.label}: before`} box={320} eager />
+              </div>
+              <div>
+                <div className="muted small">After</div>
+                <Thumb fileId={task.outputFileId} alt={`${entry.label}: after`} box={320} eager />
+              </div>
+            </div>
+          ) : (
+            <Thumb fileId={task.outputFileId} alt={`result of ${entry.label}`} box={320} eager />
+          )}
+          <p className="muted" data-testid="result-meta">
+            {result.format}
+            {result.width ? ` · ${result.width}×${result.height}` : ''}
+            {result.pages ? ` · ${result.pages} ${result.format === 'zip' ? 'slides' : 'pages'}` : ''}
+            {` · ${bytes(result.size)}`}
+            {SIZE_KINDS.has(run.kind) && (result.inputSize ?? input?.size) ? ` · ${sizeChange(result.inputSize ?? input!.size, result.size)}` : ''}
+          </p>
+          {!task.outputFileIds?.length && (
+            <a className="button" href={downloadUrl(task.outputFileId)} download data-testid="result-download">
+              Download
+            </a>
+          )}
+        </div>
+      )}
+    </li>
+  );
+}
+
+function Results({ run, tasks }: { run: RunRecord; tasks: Record<string, ApiTask> }) {
+  const list = run.tasks.map((t) => tasks[t.taskId]);
+  const finished = list.filter((t) => t && isFinished(t.status)).length;
+  const completed = list.filter((t): t is ApiTask => t?.status === 'completed');
+  const before = completed.reduce((sum, t) => sum + (t.result?.inputSize ?? run.inputs.find((i) => i.fileId === t.input.fileId)?.size ?? 0), 0);
+  const after = completed.reduce((sum, t) => sum + (t.result?.size ?? 0), 0);
+  const several = run.tasks.length > 1;
+  return (
+    <section className="card" data-testid="results-card" data-run={run.id} aria-labelledby="results-title">
+      <h2 id="results-title">
+        3. Results <span className="muted small">run {run.id}</span>
+      </h2>
+      <p className="muted small run-options" data-testid="run-summary">
+        {run.kind} · {optionSummary(run.call.body)} · {run.inputs.map((i) => i.name).join(', ')}
+        {run.batchId && (
+          <>
+            {' '}
+            · batch <code>{run.batchId}</code>
+          </>
+        )}
+      </p>
+      {several && (
+        <div className="batch-totals" data-testid="batch-totals">
+          <span>
+            {finished} of {run.tasks.length} finished, {completed.length} completed
+          </span>
+          {completed.length > 0 && SIZE_KINDS.has(run.kind) && (
+            <span>
+              {bytes(before)} → {bytes(after)}: {before >= after ? `${bytes(before - after)} saved` : `${bytes(after - before)} more`}
+            </span>
+          )}
+          {run.batchId &&
+            (finished === run.tasks.length ? (
+              <a className="button" href={`/api/batches/${encodeURIComponent(run.batchId)}/download`} download data-testid="batch-zip">
+                Download all (ZIP)
+              </a>
+            ) : (
+              <span className="muted small">The ZIP of all outputs is ready when every task has finished.</span>
+            ))}
+        </div>
+      )}
+      <ul className="results" data-testid="results">
+        {run.tasks.map((entry) => (
+          <TaskResult key={entry.taskId} run={run} task={tasks[entry.taskId]} entry={entry} />
+        ))}
+      </ul>
+      <ApiRequestPanel call={run.call} />
+    </section>
+  );
+}
+
+/** Stored files to add as inputs, searchable by name. */
+function StoredFiles({ onPick, exclude }: { onPick: (file: ApiFile) => void; exclude: Set<string> }) {
+  const list = useAsync((signal) => api.get<{ files: ApiFile[] }>('/api/files?limit=100', { signal }), []);
+  const [query, setQuery] = useState('');
+  const files = (list.data?.files ?? []).filter((f) => f.filename.toLowerCase().includes(query.trim().toLowerCase()));
+  return (
+    <div data-testid="stored-files">
+      <label className="inline-label">
+        Search{' '}
+        <input type="search" value={query} onChange={(e) => setQuery(e.target.value)} placeholder="file name" aria-label="search stored files" />
+      </label>
+      <ErrorBox error={list.error} />
+      {list.data && files.length === 0 && <p className="muted small">{query ? 'No stored file has that name.' : 'No stored files yet.'}</p>}
+      {files.length > 0 && (
+        <ul className="stored-files">
+          {files.map((f) => (
+            <li key={f.fileId} data-file-id={f.fileId}>
+              <span className="name" title={f.filename}>
+                {f.filename}
+              </span>
+              <span className="muted small">
+                {f.format}
+                {f.width ? ` ${f.width}×${f.height}` : ''} · {bytes(f.size)}
+              </span>
+              <button
+                type="button"
+                className="secondary small"
+                disabled={exclude.has(f.fileId)}
+                onClick={() => onPick(f)}
+                aria-label={`add ${f.filename}`}
+              >
+                {exclude.has(f.fileId) ? 'Added' : 'Add'}
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
+  );
+}
+
+/** A watermark's logo: a stored image or one uploaded just for this; never one of the inputs. */
+function LogoPicker(props: { id: string; value: string; onChange: (value: string) => void; disabled: boolean }) {
+  const list = useAsync((signal) => api.get<{ files: ApiFile[] }>('/api/files?limit=100', { signal }), []);
+  const [extra, setExtra] = useState<ApiFile[]>([]);
+  const [uploading, setUploading] = useState(false);
+  const [error, setError] = useState<unknown>();
+  const input = useRef<HTMLInputElement>(null);
+  const files = [...extra, ...(list.data?.files ?? []).filter((f) => !extra.some((e) => e.fileId === f.fileId))].filter(
+    (f) => !['pptx', 'ppsx', 'ppt', 'odp', 'pdf', 'zip'].includes(f.format),
+  );
+  const upload = async (file: File) => {
+    setUploading(true);
+    setError(undefined);
+    try {
+      const uploaded = await uploadFile(file, () => undefined);
+      setExtra((list) => [uploaded, ...list]);
+      props.onChange(uploaded.fileId);
+    } catch (err) {
+      setError(err);
+    } finally {
+      setUploading(false);
+    }
+  };
+  return (
+    <div className="logo-picker">
+      <select id={props.id} name="logoFileId" value={props.value} disabled={props.disabled} onChange={(e) => props.onChange(e.target.value)}>
+        <option value="">(no logo)</option>
+        {files.map((f) => (
+          <option key={f.fileId} value={f.fileId}>
+            {f.filename} ({f.fileId})
+          </option>
+        ))}
+      </select>
+      <button type="button" className="secondary small" disabled={props.disabled || uploading} onClick={() => input.current?.click()}>
+        {uploading ? 'Uploading…' : 'Upload a logo'}
+      </button>
+      <input
+        ref={input}
+        type="file"
+        accept="image/*"
+        hidden
+        data-testid="logo-input"
+        onChange={(e) => {
+          const file = e.target.files?.[0];
+          if (file) void upload(file);
+          e.target.value = '';
+        }}
+      />
+      <ErrorBox error={error} />
+    </div>
+  );
+}
+
 export function PlaygroundPage() {
+  const { query } = useLocation();
   const catalogue = useAsync(
     (signal) => api.get<{ operations: Operation[]; limits: { batchSize: number; maxFileBytes: number } }>('/dashboard-api/operations', { signal }),
     [],
   );
   const operations = catalogue.data?.operations ?? [];
   const limits = catalogue.data?.limits;
-  const [kind, setKind] = useState('compress');
+  const [kind, setKind] = useState(query.get('kind') ?? 'compress');
   const op = operations.find((o) => o.kind === kind) ?? operations[0];
   const [values, setValues] = useState<FormValues>({});
   const [picked, setPicked] = useState<Picked[]>([]);
+  const [showStored, setShowStored] = useState(false);
   const [dragging, setDragging] = useState(false);
   const [submitError, setSubmitError] = useState<unknown>();
   const [submitting, setSubmitting] = useState(false);
-  const [runs, setRuns] = useState<Run[]>([]);
-  const [note, setNote] = useState<string>();
-  const follow = useRef<AbortController | undefined>(undefined);
+  const [checked, setChecked] = useState(false);
+  const [history, setHistory] = useState<RunRecord[]>(loadHistory);
+  const [currentId, setCurrentId] = useState<number>();
+  const [tasks, setTasks] = useState<Record<string, ApiTask>>({});
+  const following = useRef<AbortController | undefined>(undefined);
   const fileInput = useRef<HTMLInputElement>(null);
+  const current = history.find((r) => r.id === currentId);
 
-  useEffect(() => () => follow.current?.abort(), []);
-  useEffect(() => setValues({}), [kind]);
+  useEffect(() => () => following.current?.abort(), []);
+  useEffect(() => {
+    setValues({});
+    setChecked(false);
+    setSubmitError(undefined);
+  }, [kind]);
+  useEffect(() => {
+    sessionStorage.setItem(HISTORY_KEY, JSON.stringify(history.slice(0, 50)));
+  }, [history]);
   useEffect(
     () => () => {
       for (const p of picked) if (p.localUrl) URL.revokeObjectURL(p.localUrl);
@@ -100,17 +463,43 @@ export function PlaygroundPage() {
   const update = (localId: number, change: Partial<Picked>) =>
     setPicked((list) => list.map((p) => (p.localId === localId ? { ...p, ...change } : p)));
 
+  const addStored = (file: ApiFile) =>
+    setPicked((list) =>
+      list.some((p) => p.uploaded?.fileId === file.fileId)
+        ? list
+        : [...list, { localId: nextLocalId++, name: file.filename, size: file.size, progress: 100, state: 'uploaded', stored: true, uploaded: file }],
+    );
+
+  // /playground?fileId=…&fileId=…: "Open in playground" from Files.
+  const openIds = query.getAll('fileId').join(',');
+  useEffect(() => {
+    if (!openIds) return;
+    const controller = new AbortController();
+    for (const id of openIds.split(',')) {
+      api.get<ApiFile>(`/api/files/${encodeURIComponent(id)}`, { signal: controller.signal }).then(addStored, (error) => {
+        if (!controller.signal.aborted)
+          setPicked((list) => [...list, { localId: nextLocalId++, name: id, size: 0, progress: 0, state: 'failed', stored: true, error }]);
+      });
+    }
+    return () => controller.abort();
+  }, [openIds]);
+
   const addFiles = (files: FileList | File[]) => {
-    const added: Picked[] = [...files].map((file) => ({
-      localId: nextLocalId++,
+    const added = [...files].map((file) => ({
       file,
-      localUrl: /^image\/(png|jpeg|gif|webp|avif|bmp)$/.test(file.type) ? URL.createObjectURL(file) : undefined,
-      progress: 0,
-      state: 'uploading',
+      item: {
+        localId: nextLocalId++,
+        name: file.name,
+        size: file.size,
+        localUrl: /^image\/(png|jpeg|gif|webp|avif|bmp)$/.test(file.type) ? URL.createObjectURL(file) : undefined,
+        progress: 0,
+        state: 'uploading',
+        stored: false,
+      } satisfies Picked,
     }));
-    setPicked((list) => [...list, ...added]);
-    for (const item of added) {
-      uploadFile(item.file, (fraction) => update(item.localId, { progress: fraction * 100 })).then(
+    setPicked((list) => [...list, ...added.map((a) => a.item)]);
+    for (const { file, item } of added) {
+      uploadFile(file, (fraction) => update(item.localId, { progress: fraction * 100 })).then(
         (uploaded) => update(item.localId, { uploaded, state: 'uploaded', progress: 100 }),
         (error) => update(item.localId, { error, state: 'failed' }),
       );
@@ -133,10 +522,21 @@ export function PlaygroundPage() {
   const ready = picked.filter((p) => p.state === 'uploaded' && p.uploaded);
   const uploading = picked.some((p) => p.state === 'uploading');
   const options = useMemo(() => {
-    if (!op) return { properties: {}, required: [] as string[] };
+    if (!op) return { properties: {} as Record<string, JsonSchema>, required: [] as string[] };
     const properties = Object.fromEntries(Object.entries(op.body.properties).filter(([name]) => !INPUT_FIELDS.has(name)));
     return { properties, required: (op.body.required ?? []).filter((name) => !INPUT_FIELDS.has(name)) };
   }, [op]);
+  const disabled = disabledFields(values, op?.rules);
+  const clientProblems = validateForm(options.properties, options.required, values, op?.rules);
+  // One message per field: the browser's check (once a run was tried), else the server's.
+  const problems: Record<string, string> = {};
+  if (submitError instanceof ApiError)
+    for (const f of submitError.fields) {
+      const name = f.field.split(/[.[]/)[0]!;
+      if (!problems[name]) problems[name] = f.message.charAt(0).toUpperCase() + f.message.slice(1) + (/[.!?]$/.test(f.message) ? '' : '.');
+    }
+  if (checked) Object.assign(problems, clientProblems);
+  const fieldErrorShown = submitError instanceof ApiError && submitError.fields.length > 0;
 
   /** How the picked files become requests: one multi-input task, one task, a batch, or single tasks. */
   const plan = (() => {
@@ -153,43 +553,87 @@ export function PlaygroundPage() {
     };
   })();
 
+  const startFollowing = (run: RunRecord) => {
+    following.current?.abort();
+    const controller = new AbortController();
+    following.current = controller;
+    follow(run, (list) => setTasks((map) => ({ ...map, ...Object.fromEntries(list.map((t) => [t.taskId, t])) })), controller.signal).catch((err) => {
+      if (!controller.signal.aborted) setSubmitError(err);
+    });
+  };
+
+  const show = (run: RunRecord) => {
+    setCurrentId(run.id);
+    startFollowing(run);
+  };
+
   const run = async () => {
     if (!op || !plan) return;
-    setSubmitting(true);
+    // A new run replaces the results view, whatever comes of it.
+    following.current?.abort();
+    setCurrentId(undefined);
     setSubmitError(undefined);
-    setNote(undefined);
-    follow.current?.abort();
-    const body = toBody(options.properties, values);
-    const names = new Map(ready.map((p) => [p.uploaded!.fileId, p.file.name]));
-    const sizes = new Map(ready.map((p) => [p.uploaded!.fileId, p.uploaded!.size]));
+    setChecked(true);
+    if (Object.keys(clientProblems).length > 0) {
+      const first = Object.keys(clientProblems)[0]!;
+      document.getElementById(`option-${first}`)?.focus();
+      return;
+    }
+    setSubmitting(true);
+    const body = toBody(options.properties, values, new Set(disabled.keys()));
+    const inputs: RunInput[] = ready.map((p) => ({
+      fileId: p.uploaded!.fileId,
+      name: p.name,
+      size: p.uploaded!.size,
+      width: p.uploaded!.width,
+      height: p.uploaded!.height,
+    }));
+    const names = new Map(inputs.map((i) => [i.fileId, i.name]));
     const headers = () => ({ 'idempotency-key': crypto.randomUUID() });
+    const id = (history[0]?.id ?? 0) + 1;
+    const outputName = (name: string) =>
+      `${baseName(name)}.${extensionOf(String(body.format ?? (op.kind === 'image-to-pdf' ? 'pdf' : op.kind === 'presentation-to-images' ? 'zip' : (name.split('.').pop() ?? 'out'))))}`;
+    const call = (mode: JobCall['mode'], requestBody: Record<string, unknown>): JobCall => ({
+      origin: location.origin,
+      kind: op.kind,
+      mode,
+      body: requestBody,
+      inputNames: inputs.map((i) => i.name),
+      outputName: outputName(inputs[0]!.name),
+    });
     try {
-      let started: Run[] = [];
+      let record: RunRecord;
+      const base = { id, kind: op.kind, inputs, startedAt: new Date().toISOString() };
       if (plan.mode === 'multi') {
-        const queued = await api.post<{ taskId: string }>(`/api/process/${op.kind}`, { fileIds: plan.ids, ...body }, { headers: headers() });
-        started = [{ taskId: queued.taskId, label: `${plan.ids.length} files` }];
+        const requestBody = { fileIds: plan.ids, ...body };
+        const queued = await api.post<{ taskId: string }>(`/api/process/${op.kind}`, requestBody, { headers: headers() });
+        record = { ...base, call: call('multi', requestBody), tasks: [{ taskId: queued.taskId, label: `${plan.ids.length} files` }] };
       } else if (plan.mode === 'batch') {
+        const requestBody = { fileIds: plan.ids, ...body };
         const queued = await api.post<{ batchId: string; tasks: { taskId: string; fileId: string }[] }>(
           `/api/process/batch/${op.kind}`,
-          { fileIds: plan.ids, ...body },
-          { headers: headers() },
+          requestBody,
+          {
+            headers: headers(),
+          },
         );
-        started = queued.tasks.map((t) => ({ taskId: t.taskId, label: names.get(t.fileId) ?? t.fileId, inputSize: sizes.get(t.fileId) }));
-        setNote(`Batch ${queued.batchId}`);
+        record = {
+          ...base,
+          call: call('batch', requestBody),
+          batchId: queued.batchId,
+          tasks: queued.tasks.map((t) => ({ taskId: t.taskId, fileId: t.fileId, label: names.get(t.fileId) ?? t.fileId })),
+        };
       } else {
-        for (const id of plan.ids) {
-          const queued = await api.post<{ taskId: string }>(`/api/process/${op.kind}`, { fileId: id, ...body }, { headers: headers() });
-          started.push({ taskId: queued.taskId, label: names.get(id) ?? id, inputSize: sizes.get(id) });
+        const started: RunRecord['tasks'] = [];
+        for (const fileId of plan.ids) {
+          const queued = await api.post<{ taskId: string }>(`/api/process/${op.kind}`, { fileId, ...body }, { headers: headers() });
+          started.push({ taskId: queued.taskId, fileId, label: names.get(fileId) ?? fileId });
         }
+        // The call shown is the first input's; the others differ only in fileId.
+        record = { ...base, call: call('single', { fileId: plan.ids[0], ...body }), tasks: started };
       }
-      setRuns(started);
-      const controller = new AbortController();
-      follow.current = controller;
-      followAll(started, (task) => setRuns((list) => list.map((r) => (r.taskId === task.taskId ? { ...r, task } : r))), controller.signal).catch(
-        (err) => {
-          if (!controller.signal.aborted) setSubmitError(err);
-        },
-      );
+      setHistory((list) => [record, ...list]);
+      show(record);
     } catch (err) {
       setSubmitError(err);
     } finally {
@@ -197,15 +641,14 @@ export function PlaygroundPage() {
     }
   };
 
-  const fieldErrors = submitError instanceof ApiError ? submitError.fields : [];
-
+  const inputIds = new Set(picked.map((p) => p.uploaded?.fileId).filter((id): id is string => Boolean(id)));
   return (
     <>
       <PageTitle title="Playground" />
       <ErrorBox error={catalogue.error} />
       <div className="grid playground">
-        <section className="card">
-          <h2>1. Files</h2>
+        <section className="card" aria-labelledby="inputs-title">
+          <h2 id="inputs-title">1. Files</h2>
           <div
             className={`dropzone ${dragging ? 'dragging' : ''}`}
             data-testid="dropzone"
@@ -221,6 +664,10 @@ export function PlaygroundPage() {
               or{' '}
               <button type="button" className="link" onClick={() => fileInput.current?.click()}>
                 choose files
+              </button>{' '}
+              or{' '}
+              <button type="button" className="link" onClick={() => setShowStored((v) => !v)} aria-expanded={showStored} data-testid="show-stored">
+                use stored files
               </button>
               {limits && ` · at most ${bytes(limits.maxFileBytes)} each`}
             </p>
@@ -236,28 +683,34 @@ export function PlaygroundPage() {
               }}
             />
           </div>
+          {showStored && <StoredFiles onPick={addStored} exclude={inputIds} />}
           {picked.length > 0 && (
             <ul className="picked" data-testid="picked-files">
               {picked.map((p) => (
-                <li key={p.localId} data-state={p.state}>
-                  <div className="thumb">
-                    {p.localUrl ? (
-                      <img src={p.localUrl} alt={p.file.name} />
-                    ) : (
+                <li key={p.localId} data-state={p.state} data-file-id={p.uploaded?.fileId}>
+                  {p.localUrl ? (
+                    <div className="thumb">
+                      <img src={p.localUrl} alt={p.name} />
+                    </div>
+                  ) : p.uploaded?.width ? (
+                    <Thumb fileId={p.uploaded.fileId} format={p.uploaded.format} alt={p.name} />
+                  ) : (
+                    <div className="thumb">
                       <span className="thumb-placeholder">{p.uploaded?.format?.toUpperCase() ?? '…'}</span>
-                    )}
-                  </div>
+                    </div>
+                  )}
                   <div className="picked-body">
-                    <div className="picked-name">{p.file.name}</div>
+                    <div className="picked-name">{p.name}</div>
                     <div className="muted small">
-                      {bytes(p.file.size)}
+                      {p.stored ? 'stored · ' : ''}
+                      {bytes(p.size)}
                       {p.uploaded &&
                         ` · ${p.uploaded.format}${p.uploaded.width ? ` ${p.uploaded.width}×${p.uploaded.height}` : ''} · ${p.uploaded.fileId}`}
                     </div>
-                    {p.state === 'uploading' && <ProgressBar value={p.progress} label={`upload of ${p.file.name}`} />}
+                    {p.state === 'uploading' && <ProgressBar value={p.progress} label={`upload of ${p.name}`} />}
                     {p.state === 'failed' && <ErrorBox error={p.error} />}
                   </div>
-                  <button type="button" className="secondary small" onClick={() => remove(p.localId)} aria-label={`remove ${p.file.name}`}>
+                  <button type="button" className="secondary small" onClick={() => remove(p.localId)} aria-label={`remove ${p.name}`}>
                     ✕
                   </button>
                 </li>
@@ -266,8 +719,8 @@ export function PlaygroundPage() {
           )}
         </section>
 
-        <section className="card">
-          <h2>2. Job</h2>
+        <section className="card" aria-labelledby="job-title">
+          <h2 id="job-title">2. Job</h2>
           <label className="inline-label">
             Kind{' '}
             <select name="kind" value={op?.kind ?? kind} onChange={(e) => setKind(e.target.value)} data-testid="kind">
@@ -280,14 +733,17 @@ export function PlaygroundPage() {
           </label>
           {op && (
             <>
-              <p className="muted small">{op.description}</p>
+              <p className="muted small">
+                <Markdown text={op.description} />
+              </p>
               <SchemaForm
                 properties={options.properties}
                 required={options.required}
                 values={values}
                 onChange={setValues}
-                errors={fieldErrors}
-                files={ready.map((p) => ({ fileId: p.uploaded!.fileId, filename: p.file.name }))}
+                problems={problems}
+                disabled={disabled}
+                renderFileField={(field) => <LogoPicker {...field} />}
               />
               <div className="run">
                 <button type="button" onClick={run} disabled={!plan || uploading || submitting} data-testid="run">
@@ -295,54 +751,50 @@ export function PlaygroundPage() {
                 </button>
                 <span className="muted small">{uploading ? 'Waiting for uploads…' : plan ? `Runs ${plan.text}.` : 'Add a file first.'}</span>
               </div>
-              <ErrorBox error={submitError} />
+              {checked && Object.keys(clientProblems).length > 0 && (
+                <p className="error-text small" role="alert" data-testid="form-problems">
+                  Nothing was sent:{' '}
+                  {Object.keys(clientProblems).length === 1 ? 'one option needs' : `${Object.keys(clientProblems).length} options need`} fixing
+                  (marked above).
+                </p>
+              )}
+              {submitError !== undefined &&
+                (fieldErrorShown ? (
+                  <p className="error-text small" role="alert" data-testid="form-problems">
+                    The server refused the options (marked above); nothing was queued.
+                  </p>
+                ) : (
+                  <ErrorBox error={submitError} />
+                ))}
             </>
           )}
         </section>
       </div>
 
-      {runs.length > 0 && (
-        <section className="card">
-          <h2>3. Results {note && <span className="muted small">{note}</span>}</h2>
-          <ul className="results" data-testid="results">
-            {runs.map((r) => (
-              <li key={r.taskId} data-task-id={r.taskId} data-status={r.task?.status ?? 'queued'}>
-                <div className="result-head">
-                  <Link to={`/tasks/${r.taskId}`}>
-                    <code>{r.taskId}</code>
-                  </Link>{' '}
-                  <span className="muted">{r.label}</span> <StatusBadge status={r.task?.status ?? 'queued'} />
-                </div>
-                {r.task && !isFinished(r.task.status) && <ProgressBar value={r.task.progress} label={`progress of ${r.taskId}`} />}
-                {r.task?.error && (
-                  <div className="error" role="alert">
-                    <strong>{r.task.error.code}</strong> {r.task.error.message}
-                  </div>
-                )}
-                {r.task?.status === 'completed' && r.task.outputFileId && (
-                  <div className="result-body">
-                    <Thumb fileId={r.task.outputFileId} alt={`result of ${r.label}`} box={320} eager />
-                    <div>
-                      {r.task.result && (
-                        <p className="muted">
-                          {r.task.result.format}
-                          {r.task.result.width ? ` · ${r.task.result.width}×${r.task.result.height}` : ''}
-                          {r.task.result.pages ? ` · ${r.task.result.pages} pages` : ''}
-                          {r.task.result.size !== undefined ? ` · ${bytes(r.task.result.size)}` : ''}
-                          {r.task.result.size !== undefined && r.inputSize
-                            ? ` (${bytes(r.inputSize)} before, ${savings(r.inputSize, r.task.result.size)})`
-                            : ''}
-                        </p>
-                      )}
-                      <a className="button" href={downloadUrl(r.task.outputFileId)} download data-testid="result-download">
-                        Download
-                      </a>
-                    </div>
-                  </div>
+      {current && <Results run={current} tasks={tasks} />}
+
+      {history.length > 0 && (
+        <section className="card" aria-labelledby="history-title">
+          <h2 id="history-title">History</h2>
+          <p className="muted small">This session's runs, newest first (kept until the tab closes).</p>
+          <ol className="history" data-testid="history">
+            {history.map((r) => (
+              <li key={r.id} className={r.id === currentId ? 'current' : ''} data-run={r.id}>
+                <span>Run {r.id}</span>
+                <span className="muted small run-options">
+                  {r.kind} · {optionSummary(r.call.body)} · {r.inputs.length} file{r.inputs.length === 1 ? '' : 's'} ·{' '}
+                  {new Date(r.startedAt).toLocaleTimeString()}
+                </span>
+                {r.id === currentId ? (
+                  <span className="muted small">shown above</span>
+                ) : (
+                  <button type="button" className="secondary small" onClick={() => show(r)}>
+                    Show
+                  </button>
                 )}
               </li>
             ))}
-          </ul>
+          </ol>
         </section>
       )}
     </>

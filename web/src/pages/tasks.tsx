@@ -6,6 +6,7 @@ import { ErrorBox, PageTitle, ProgressBar, StatusBadge, Thumb } from '../compone
 import { DataTable, Pager, usePagedList, type Column } from '../data-table';
 import { bytes, dateTime } from '../format';
 import { Link } from '../router';
+import { TaskApiRequest } from '../api-request';
 
 export function TasksPage() {
   const [status, setStatus] = useState('');
@@ -253,6 +254,7 @@ export function TaskPage({ taskId }: { taskId: string }) {
           </section>
         </div>
       )}
+      {task && <TaskApiRequest task={task} />}
     </>
   );
 }

@@ -5,8 +5,9 @@ import type { FastifyInstance } from 'fastify';
 import { OPERATIONS } from '../../../operations/registry.js';
 import type { Services } from '../../../services.js';
 import { batchBodySchema, singleBodySchema } from '../../schemas.js';
+import { optionRules } from './option-rules.js';
 
-export function operationsRoutes(app: FastifyInstance, _services: Services): void {
+export function operationsRoutes(app: FastifyInstance, services: Services): void {
   const operations = OPERATIONS.map((op) => ({
     kind: op.kind,
     summary: op.summary,
@@ -16,6 +17,8 @@ export function operationsRoutes(app: FastifyInstance, _services: Services): voi
     batch: op.batch,
     body: singleBodySchema(op),
     batchBody: op.batch ? batchBodySchema(op) : null,
+    /** Options that exclude or need each other, as the kind's own checks decide (option-rules.ts). */
+    rules: optionRules(op, services.plans.max),
   }));
   app.get('/operations', { schema: { hide: true, tags: ['Dashboard'] } }, async (request) => ({
     success: true,

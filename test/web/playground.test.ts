@@ -1,0 +1,279 @@
+// The playground and the keys page show the call and keep the work, in a real browser (Debian's
+// Chromium, driven by playwright-core): a new key comes with curl/SDK/CLI snippets and "Test
+// this key"; the form checks options in the browser and says what is wrong once, in plain
+// words, before any request; the curl copied from a result runs (bash + curl against this
+// server) and yields the same output bytes; each run replaces the results and joins the history;
+// a watermark's logo is never processed as an input; stored files are inputs too; a batch shows
+// its totals and a ZIP of all. Screenshots of the playground and keys pages, desktop and 390 px,
+// go to test-output/screenshots/ (printed below).
+// SQLite is enough here: what runs behind these pages is covered on every dialect elsewhere.
+import assert from 'node:assert/strict';
+import { execFile, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import sharp from 'sharp';
+import { findAccountByEmail, setPlan } from '../../src/accounts/accounts.js';
+import { Client, REPO_ROOT, corpusFile, startServer, tempDir, type TestServer } from '../helpers.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const SCREENSHOTS = path.join(REPO_ROOT, 'test-output', 'screenshots');
+const JPEG = corpusFile('images/sharp/320x240.jpg');
+const PNG = corpusFile('images/sharp/Flag_of_the_Netherlands-alpha.png');
+const USER = { email: 'playground@example.com', password: 'playground-password-1' };
+const run = promisify(execFile);
+
+function ensureDashboardBuilt(): void {
+  if (fs.existsSync(path.join(REPO_ROOT, 'web', 'dist', 'index.html'))) return;
+  const result = spawnSync('npm', ['run', 'build'], { cwd: path.join(REPO_ROOT, 'web'), stdio: 'inherit' });
+  assert.equal(result.status, 0, 'npm run build in web/ failed');
+}
+
+describe('playground and keys: the call shown, the work kept', { timeout: 300_000 }, () => {
+  let server: TestServer;
+  let browser: Browser;
+  let page: Page;
+  let apiKey: string;
+  let client: Client;
+  const processCalls: string[] = [];
+  const pageErrors: string[] = [];
+
+  const shoot = async (name: string) => {
+    await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  };
+  /** Desktop and 390 px screenshots of the page as it is; at 390 px nothing is wider than the screen. */
+  const shootBoth = async (name: string) => {
+    await shoot(`${name}-desktop`);
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.waitForTimeout(200);
+    const widths = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
+    await shoot(`${name}-390`);
+    await page.setViewportSize({ width: 1280, height: 900 });
+    assert.ok(widths.scroll <= widths.inner, `${name} at 390 px is ${widths.scroll} px wide`);
+  };
+  const results = () => page.getByTestId('results');
+  const waitCompleted = async (count = 1) => {
+    await results()
+      .locator('li[data-status=completed]')
+      .nth(count - 1)
+      .waitFor({ timeout: 90_000 });
+  };
+
+  before(async () => {
+    ensureDashboardBuilt();
+    fs.mkdirSync(SCREENSHOTS, { recursive: true });
+    console.log(`playground screenshots: ${SCREENSHOTS}`);
+    server = await startServer({ env: { SIGNUP_MODE: 'open' }, workers: 2 });
+    assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: scripts/setup.mjs --test installs Debian's chromium package`);
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-quic'],
+    });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
+    page = await context.newPage();
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    page.on('request', (request) => {
+      if (request.method() === 'POST' && /\/api\/process\//.test(request.url())) processCalls.push(request.url());
+    });
+    await page.goto(`${server.url}/signup`);
+    await page.getByLabel('Email').fill(USER.email);
+    await page.getByLabel('Password').fill(USER.password);
+    await page.getByRole('button', { name: 'Sign up' }).click();
+    await page.getByTestId('plan-badge').waitFor();
+    const account = await findAccountByEmail(server.services.database, USER.email);
+    assert.ok(account);
+    await setPlan(server.services.database, account.id, 'pro');
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+    console.log(`playground screenshots: ${SCREENSHOTS}`);
+  });
+
+  it('an empty account sees the four steps of the typical flow', async () => {
+    await page.goto(`${server.url}/`);
+    const panel = page.getByTestId('getting-started');
+    await panel.waitFor();
+    assert.equal(await panel.locator('ol.steps > li').count(), 4);
+    for (const step of ['Upload', 'Start a job', 'Poll', 'Download']) await panel.getByText(step, { exact: true }).waitFor();
+  });
+
+  it('a new key comes with curl, SDK and CLI snippets for this origin, and "Test this key" answers', async () => {
+    await page.goto(`${server.url}/keys`);
+    await page.getByLabel('Name').fill('laptop');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    apiKey = (await page.getByTestId('new-key-value').textContent())!.trim();
+    assert.match(apiKey, /^ik_/);
+    client = new Client(server.url, apiKey);
+    const snippets = page.getByTestId('key-snippets');
+    for (const language of ['curl', 'sdk', 'cli']) {
+      await snippets.locator(`button[data-language=${language}]`).click();
+      const code = (await snippets.locator('pre').textContent())!;
+      assert.ok(code.includes(server.url), `${language}: the real origin`);
+      assert.ok(code.includes(apiKey), `${language}: the full new key`);
+    }
+    await snippets.locator('button[data-language=curl]').click();
+    // The curl snippet's first call, run for real: the account answers with the key.
+    const curl = (await snippets.locator('pre').textContent())!;
+    const firstCall = curl.split('\n').filter((line) => line.startsWith('export ') || line.includes('/api/account"'));
+    const { stdout } = await run('bash', ['-c', `set -e\n${firstCall.join('\n')}`]);
+    assert.equal(JSON.parse(stdout).data.email, USER.email);
+
+    await page.getByTestId('test-key').click();
+    const answer = page.getByTestId('test-key-answer');
+    await answer.getByText('HTTP 200').waitFor();
+    assert.match((await answer.textContent())!, /"plan": "pro"/);
+    await shootBoth('keys');
+  });
+
+  it('checks options in the browser: one plain message beside the field, and nothing is sent', async () => {
+    await page.goto(`${server.url}/playground`);
+    await page.getByTestId('kind').selectOption('compress');
+    // Descriptions are Markdown, rendered: `result.quality` is code, not backticks.
+    const help = page.locator('[data-field=quality] .help');
+    await help.locator('code').first().waitFor();
+    assert.doesNotMatch((await help.textContent())!, /`/);
+    await page.getByTestId('file-input').setInputFiles(JPEG);
+    await page.locator('[data-testid=picked-files] li[data-state=uploaded]').waitFor();
+    await page.locator('#option-quality').fill('500');
+    const before = processCalls.length;
+    await page.getByTestId('run').click();
+    const problem = page.getByTestId('problem-quality');
+    await problem.waitFor();
+    assert.equal((await problem.textContent())!.trim(), 'Enter a number from 1 to 100, or "auto".');
+    assert.equal(await page.getByText('Enter a number from 1 to 100').count(), 1, 'said once');
+    assert.equal(processCalls.length, before, 'no request was sent');
+    // Options that exclude each other: quality given, so targetSize and lossless are off.
+    assert.equal(await page.locator('#option-targetSize').isDisabled(), true);
+    assert.equal(await page.locator('#option-lossless').isDisabled(), true);
+    await page.locator('#option-quality').fill('50');
+    await problem.waitFor({ state: 'detached' });
+  });
+
+  it('the curl copied from a result runs and yields the same output', async () => {
+    await page.getByTestId('run').click();
+    await waitCompleted();
+    const task = await page.locator('[data-testid=results] li').first().getAttribute('data-task-id');
+    const panel = page.getByTestId('api-request');
+    await panel.locator('summary').click();
+    await panel.locator('button[data-language=curl]').click();
+    await panel.getByRole('button', { name: /Copy as curl/ }).click();
+    const curl = await page.evaluate(() => navigator.clipboard.readText());
+    assert.equal(curl, await panel.locator('pre').textContent(), 'the copy is the code shown');
+    assert.match(curl, /"quality":50/);
+
+    const dir = tempDir('imgapi-curl-');
+    try {
+      // Asynchronously: the server answering it runs in this process.
+      await run('bash', ['-c', curl], { cwd: dir, env: { ...process.env, IMGAPI_KEY: apiKey }, timeout: 120_000 }).catch(
+        (error: Error & { stderr?: string }) => {
+          assert.fail(`the curl script failed:\n${curl}\n${error.stderr ?? error.message}`);
+        },
+      );
+      const written = fs.readdirSync(dir).filter((name) => name.endsWith('.jpg'));
+      assert.equal(written.length, 1, `curl wrote ${fs.readdirSync(dir).join(', ')}`);
+      const ours = fs.readFileSync(path.join(dir, written[0]!));
+      const original = (await client.get(`/api/tasks/${task}`)).body.data;
+      const theirs = await fetch(`${server.url}/api/download/${original.outputFileId}`, { headers: { 'x-api-key': apiKey } });
+      const bytes = Buffer.from(await theirs.arrayBuffer());
+      const [a, b] = [await sharp(ours).metadata(), await sharp(bytes).metadata()];
+      assert.deepEqual([a.format, a.width, a.height], [b.format, b.width, b.height]);
+      assert.ok(ours.equals(bytes), 'the same bytes as the playground run');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    // Savings are shown for compress: size is the point.
+    assert.match((await page.getByTestId('result-meta').textContent())!, /smaller|same size/);
+  });
+
+  it('each run replaces the results; the history keeps the earlier ones', async () => {
+    await page.getByTestId('kind').selectOption('rotate');
+    await page.locator('#option-angle').fill('90');
+    await page.getByTestId('run').click();
+    await page.locator('[data-testid=results-card][data-run="2"]').waitFor();
+    await waitCompleted();
+    assert.equal(await page.getByTestId('results-card').count(), 1, 'one results view');
+    // A rotate says nothing about savings ("519 % larger" is meaningless here).
+    const meta = (await page.getByTestId('result-meta').textContent())!;
+    assert.doesNotMatch(meta, /larger|smaller|%/);
+    const history = page.getByTestId('history');
+    assert.equal(await history.locator('li').count(), 2);
+    await history.locator('li[data-run="1"]').getByRole('button', { name: 'Show' }).click();
+    await page.locator('[data-testid=results-card][data-run="1"]').waitFor();
+    await waitCompleted();
+    assert.match((await page.getByTestId('run-summary').textContent())!, /compress · quality=50/);
+  });
+
+  it("a watermark's logo is chosen on its own and never processed", async () => {
+    const tasksBefore = (await client.get('/api/tasks?limit=100')).body.data.tasks.length;
+    await page.getByTestId('kind').selectOption('watermark');
+    await page.getByTestId('logo-input').setInputFiles(PNG);
+    await page.locator('#option-logoFileId option:checked', { hasText: path.basename(PNG) }).waitFor({ state: 'attached' });
+    const logoId = await page.locator('#option-logoFileId').inputValue();
+    assert.match(logoId, /^file_/);
+    // One input still: the logo is not among them, and text options are off.
+    assert.equal(await page.locator('[data-testid=picked-files] li').count(), 1);
+    assert.equal(await page.locator('#option-text').isDisabled(), true);
+    assert.equal(await page.locator('#option-fontSize').isDisabled(), true);
+    await page.getByText('Runs one watermark task.').waitFor();
+    await page.getByTestId('run').click();
+    await page.locator('[data-testid=results-card][data-run="3"]').waitFor();
+    await waitCompleted();
+    assert.equal(await results().locator('li').count(), 1);
+    const tasks = (await client.get('/api/tasks?limit=100')).body.data.tasks as { input: { fileId?: string }; options: Record<string, unknown> }[];
+    assert.equal(tasks.length, tasksBefore + 1, 'one task for one input');
+    assert.equal(tasks[0]!.options.logoFileId, logoId);
+    assert.ok(!tasks.some((t) => t.input.fileId === logoId), 'the logo is no task input');
+    const files = (await client.get('/api/files?limit=100')).body.data.files as { origin: string; taskId?: string; fileId: string }[];
+    const outputsOfLogo = tasks.filter((t) => t.input.fileId === logoId).length;
+    assert.equal(outputsOfLogo, 0);
+    assert.equal(files.filter((f) => f.origin === 'output').length, tasks.filter((t) => (t as { status?: string }).status === 'completed').length);
+  });
+
+  it('stored files are inputs: by link from Files and from the picker; a batch shows totals and a ZIP', async () => {
+    const jpegId = await client.uploadOk(JPEG);
+    await page.goto(`${server.url}/playground?fileId=${jpegId}&kind=compress`);
+    await page.locator(`[data-testid=picked-files] li[data-file-id="${jpegId}"][data-state=uploaded]`).waitFor();
+    assert.equal(await page.getByTestId('kind').inputValue(), 'compress');
+    // Add a second stored file from the picker (searched by name): two inputs make a batch on Pro.
+    await page.getByTestId('show-stored').click();
+    const stored = page.getByTestId('stored-files');
+    await stored.getByLabel('search stored files').fill('flag');
+    await stored.locator('li').first().getByRole('button', { name: /add/i }).click();
+    await page.locator('[data-testid=picked-files] li[data-state=uploaded]').nth(1).waitFor();
+    await page.getByText('Runs a batch of 2 compress tasks.').waitFor();
+    await page.locator('#option-quality').fill('60');
+    await page.getByTestId('run').click();
+    await waitCompleted(2);
+    const zip = page.getByTestId('batch-zip');
+    await zip.waitFor();
+    assert.match((await page.getByTestId('batch-totals').textContent())!, /2 of 2 finished.*(saved|more)/);
+    const href = (await zip.getAttribute('href'))!;
+    const answer = await page.evaluate(async (url) => {
+      const response = await fetch(url);
+      const bytes = new Uint8Array(await response.arrayBuffer());
+      return { status: response.status, type: response.headers.get('content-type'), magic: [...bytes.subarray(0, 2)] };
+    }, href);
+    assert.deepEqual(answer, { status: 200, type: 'application/zip', magic: [0x50, 0x4b] });
+    const compare = page.getByTestId('compare').first();
+    await compare.locator('img.after').waitFor();
+    await compare.getByTestId('compare-zoom').selectOption('2');
+    await shootBoth('playground');
+  });
+
+  it('the task page shows the API request that reproduces it', async () => {
+    const taskId = await page.locator('[data-testid=results] li').first().getAttribute('data-task-id');
+    await page.goto(`${server.url}/tasks/${taskId}`);
+    const panel = page.getByTestId('api-request');
+    await panel.locator('summary').click();
+    await panel.locator('button[data-language=sdk]').click();
+    const code = (await panel.locator('pre').textContent())!;
+    assert.match(code, /imgapi\.process\("compress", \{fileId: "file_[^"]+", quality: 60\}\)/);
+    assert.deepEqual(pageErrors, [], 'no uncaught errors in the pages');
+  });
+});

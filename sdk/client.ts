@@ -15,6 +15,8 @@ import {
   type JobOptions,
   type JobRequest,
   type Kind,
+  type PipelineOutput,
+  type PipelineStep,
   type PresignedUpload,
   type QueuedBatch,
   type QueuedTask,
@@ -305,6 +307,20 @@ export abstract class ImgapiBase<Source, Destination> {
       onProgress: runOptions.onDownloadProgress,
     });
     return { inputs, task, output };
+  }
+
+  /**
+   * Several transforms in one task — one decode, one encode, charged once — as `run` does it:
+   * `pipeline('photo.jpg', [{ kind: 'resize', width: 800 }, { kind: 'watermark', text: '©' }], { format: 'webp' })`.
+   * Each step is typed by its kind.
+   */
+  pipeline(
+    input: Source | FileRef,
+    steps: PipelineStep[],
+    output: PipelineOutput = {},
+    runOptions: RunOptions<Destination> = {},
+  ): Promise<RunResult> {
+    return this.run('pipeline', input, { ...output, steps }, runOptions);
   }
 
   /** A request to the API: base URL, key and headers. */

@@ -129,7 +129,7 @@ export interface paths {
         };
         /**
          * List files
-         * @description Live files, newest first.
+         * @description Live files, newest first. `q` keeps those whose filename contains the text (case-insensitive).
          */
         get: operations["listFiles"];
         put?: never;
@@ -520,7 +520,7 @@ export interface paths {
         put?: never;
         /**
          * Enlarge an image
-         * @description Enlarges by `factor` (2, 3 or 4) or to a `width` or `height`, keeping the aspect ratio, with Lanczos resampling and a light unsharp mask to restore edge contrast. Outputs are capped at 16384 px per side and at the plan's pixel limit.
+         * @description Enlarges by `factor` (2, 3 or 4) or to a `width` or `height`, keeping the aspect ratio, with Lanczos resampling and a light unsharp mask to restore edge contrast, or with `model: "esrgan"` a super-resolution network run on the CPU, which restores detail Lanczos blurs (slower: seconds per megapixel; inputs up to the plan's `maxAiUpscalePixels`). Outputs are capped at 16384 px per side and at the plan's pixel limit.
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -591,6 +591,50 @@ export interface paths {
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
         post: operations["processPresentationToImages"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/process/pipeline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run several transforms in one task
+         * @description Applies 1–10 `steps` in order — `resize`, `crop`, `rotate`, `flip`, `watermark`, `upscale`, each with the options of its kind (but `format` and `quality`) — to one decode of the input, and encodes once at the end with the trailing `format`, `quality`, `targetSize`, `lossless` and `keepMetadata` (as compress takes them). One task, charged once. Each step is validated by its kind's schema; errors name the step (`steps[1].width`). The plan's limits apply to every intermediate result; a size the options decide is checked when the task is queued. Animations and EXIF orientation are handled as by a single job.
+         *
+         *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
+         */
+        post: operations["processPipeline"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/process/batch/pipeline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run several transforms in one task — batch
+         * @description One pipeline task per file, with shared options. All or nothing: one unknown file or bad option queues nothing.
+         *
+         *     Answers 202 with the tasks and `Location: /api/batches/{batchId}`.
+         */
+        post: operations["batchPipeline"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1108,7 +1152,7 @@ export interface components {
              * @description The job kind.
              * @enum {string}
              */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "image-to-pdf" | "presentation-to-images";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "image-to-pdf" | "presentation-to-images" | "pipeline";
             /**
              * @description `queued` → `processing` → `completed` | `failed`; `queued`/`processing` → `canceled`. A task waiting to be retried is `queued` again.
              * @enum {string}
@@ -1206,7 +1250,7 @@ export interface components {
             /** @enum {string} */
             status: "queued" | "failed";
             /** @enum {string} */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "image-to-pdf" | "presentation-to-images";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "image-to-pdf" | "presentation-to-images" | "pipeline";
             /**
              * Format: date-time
              * @description When it was queued.
@@ -1236,7 +1280,7 @@ export interface components {
             /** @description Follow it with GET /api/batches/{batchId} (the Location header). */
             batchId: string;
             /** @enum {string} */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "pipeline";
             /** @description One task per file, in the order of `fileIds`. */
             tasks: {
                 /** @description The task. */
@@ -1318,7 +1362,7 @@ export interface components {
             /** @description The batch's id. */
             batchId: string;
             /** @enum {string} */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "pipeline";
             /**
              * Format: date-time
              * @description When it was queued.
@@ -1354,6 +1398,7 @@ export interface components {
          *       "maxPixels": 100000000,
          *       "maxFrames": 500,
          *       "maxTotalPixels": 400000000,
+         *       "maxAiUpscalePixels": 2000000,
          *       "requestsPerSecond": 20,
          *       "maxQueuedTasks": 2000
          *     }
@@ -1381,7 +1426,9 @@ export interface components {
             maxFrames: number;
             /** @description Pixels of all frames of one input or output together (frames × canvas); more and the task fails IMAGE_TOO_LARGE. */
             maxTotalPixels: number;
-            /** @description Requests per second per API key (or session); then 429 RATE_LIMITED with Retry-After. */
+            /** @description Input pixels of an AI upscale (`upscale` with `model: "esrgan"`; 0: not on this plan); more is 400 VALIDATION_ERROR naming `model`. */
+            maxAiUpscalePixels: number;
+            /** @description Requests per second per API key, or per dashboard session for requests that change something (a session's reads have their own budget of at least 50/s); then 429 RATE_LIMITED with Retry-After. */
             requestsPerSecond: number;
             /** @description Tasks queued or processing at once; then 429 TOO_MANY_QUEUED_TASKS. */
             maxQueuedTasks: number;
@@ -1443,6 +1490,7 @@ export interface components {
          *         "maxPixels": 100000000,
          *         "maxFrames": 500,
          *         "maxTotalPixels": 400000000,
+         *         "maxAiUpscalePixels": 2000000,
          *         "requestsPerSecond": 20,
          *         "maxQueuedTasks": 2000
          *       },
@@ -1954,6 +2002,42 @@ export interface components {
             fileId: string;
         } & components["schemas"]["ResizeOptions"];
         /**
+         * @description A resize step: its options as `POST /api/process/resize` takes them, without `format` and `quality`.
+         * @example {
+         *       "kind": "resize",
+         *       "width": 1600,
+         *       "fit": "inside"
+         *     }
+         */
+        ResizeStep: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "resize";
+            /** @description Target width in pixels (at most 16384). */
+            width?: number;
+            /** @description Target height in pixels (at most 16384). */
+            height?: number;
+            /**
+             * @description Default inside.
+             * @enum {string}
+             */
+            fit?: "cover" | "contain" | "fill" | "inside" | "outside";
+            /**
+             * @description Where `cover` crops and `contain` places the image. Default center.
+             * @enum {string}
+             */
+            position?: "center" | "top" | "right" | "bottom" | "left" | "top-left" | "top-right" | "bottom-left" | "bottom-right" | "attention" | "entropy";
+            /**
+             * @description Letterbox colour for `contain`. Default transparent where the format has alpha, else white. A CSS colour: a name, #rgb, #rrggbb, #rrggbbaa, rgb() or rgba().
+             * @example #ffffff
+             */
+            background?: string;
+            /** @description Never make the image larger than it is. */
+            withoutEnlargement?: boolean;
+        };
+        /**
          * @description The inputs (one task each) and the shared options of resize.
          * @example {
          *       "fileIds": [
@@ -2016,6 +2100,39 @@ export interface components {
             /** @description An uploaded or output file of yours. */
             fileId: string;
         } & components["schemas"]["CropOptions"];
+        /**
+         * @description A crop step: its options as `POST /api/process/crop` takes them, without `format` and `quality`.
+         * @example {
+         *       "kind": "crop",
+         *       "aspectRatio": "16:9",
+         *       "gravity": "attention"
+         *     }
+         */
+        CropStep: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "crop";
+            /** @description Left edge, in pixels. */
+            left?: number;
+            /** @description Top edge, in pixels. */
+            top?: number;
+            /** @description Width, in pixels. */
+            width?: number;
+            /** @description Height, in pixels. */
+            height?: number;
+            /**
+             * @description Width:height, e.g. "16:9".
+             * @example 16:9
+             */
+            aspectRatio?: string;
+            /**
+             * @description Where the aspect-ratio crop sits. Default center.
+             * @enum {string}
+             */
+            gravity?: "center" | "top" | "right" | "bottom" | "left" | "top-left" | "top-right" | "bottom-left" | "bottom-right" | "north" | "south" | "east" | "west" | "northeast" | "northwest" | "southeast" | "southwest" | "attention" | "entropy";
+        };
         /**
          * @description The inputs (one task each) and the shared options of crop.
          * @example {
@@ -2108,6 +2225,27 @@ export interface components {
             fileId: string;
         } & components["schemas"]["RotateOptions"];
         /**
+         * @description A rotate step: its options as `POST /api/process/rotate` takes them, without `format` and `quality`.
+         * @example {
+         *       "kind": "rotate",
+         *       "angle": 90
+         *     }
+         */
+        RotateStep: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "rotate";
+            /** @description Degrees, clockwise: any number (turned modulo 360). */
+            angle: number;
+            /**
+             * @description Colour of the uncovered corners. A CSS colour: a name, #rgb, #rrggbb, #rrggbbaa, rgb() or rgba().
+             * @example #ffffff
+             */
+            background?: string;
+        };
+        /**
          * @description The inputs (one task each) and the shared options of rotate.
          * @example {
          *       "fileIds": [
@@ -2149,6 +2287,22 @@ export interface components {
             /** @description An uploaded or output file of yours. */
             fileId: string;
         } & components["schemas"]["FlipOptions"];
+        /**
+         * @description A flip step: its options as `POST /api/process/flip` takes them, without `format` and `quality`.
+         * @example {
+         *       "kind": "flip",
+         *       "direction": "horizontal"
+         *     }
+         */
+        FlipStep: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "flip";
+            /** @enum {string} */
+            direction: "horizontal" | "vertical" | "both";
+        };
         /**
          * @description The inputs (one task each) and the shared options of flip.
          * @example {
@@ -2221,6 +2375,49 @@ export interface components {
             fileId: string;
         } & components["schemas"]["WatermarkOptions"];
         /**
+         * @description A watermark step: its options as `POST /api/process/watermark` takes them, without `format` and `quality`.
+         * @example {
+         *       "kind": "watermark",
+         *       "text": "© 2026 Example",
+         *       "position": "bottom-right",
+         *       "opacity": 0.5
+         *     }
+         */
+        WatermarkStep: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "watermark";
+            text?: string;
+            /** @description One of your image files to use as the mark. */
+            logoFileId?: string;
+            /**
+             * @description Default bottom-right.
+             * @enum {string}
+             */
+            position?: "top-left" | "top" | "top-right" | "left" | "center" | "right" | "bottom-left" | "bottom" | "bottom-right" | "tile";
+            opacity?: number;
+            /** @description Distance from the edges (and between tiles), in pixels. Default 16. */
+            margin?: number;
+            /** @description Degrees, clockwise. */
+            rotation?: number;
+            /** @description Text size in pixels. Default 4% of the image width. */
+            fontSize?: number;
+            /**
+             * @description Text colour. Default white. A CSS colour: a name, #rgb, #rrggbb, #rrggbbaa, rgb() or rgba().
+             * @example #ffffff
+             */
+            color?: string;
+            /**
+             * @description Default DejaVu Sans.
+             * @enum {string}
+             */
+            font?: "DejaVu Sans" | "DejaVu Sans Bold" | "DejaVu Serif" | "DejaVu Sans Mono" | "Liberation Sans" | "Liberation Serif" | "Liberation Mono";
+            /** @description Logo width as a fraction of the image width. Default 0.25. */
+            scale?: number;
+        };
+        /**
          * @description The inputs (one task each) and the shared options of watermark.
          * @example {
          *       "fileIds": [
@@ -2250,6 +2447,11 @@ export interface components {
             /** @description Target height in pixels. */
             height?: number;
             /**
+             * @description `lanczos` (default): fast interpolation. `esrgan`: a super-resolution network (ESRGAN, run on the CPU) that restores detail: its ×2, ×3 or ×4 model at or above the asked scale, then an exact resize; inputs up to the plan's `maxAiUpscalePixels` (else 400 `VALIDATION_ERROR` naming `model`; not on Free), no animations, time limit `AI_TASK_TIMEOUT_SECONDS` (default 900 s).
+             * @enum {string}
+             */
+            model?: "lanczos" | "esrgan";
+            /**
              * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
              * @enum {string}
              */
@@ -2268,6 +2470,31 @@ export interface components {
             /** @description An uploaded or output file of yours. */
             fileId: string;
         } & components["schemas"]["UpscaleOptions"];
+        /**
+         * @description A upscale step: its options as `POST /api/process/upscale` takes them, without `format` and `quality`.
+         * @example {
+         *       "kind": "upscale",
+         *       "factor": 2
+         *     }
+         */
+        UpscaleStep: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "upscale";
+            /** @enum {integer} */
+            factor?: 2 | 3 | 4;
+            /** @description Target width in pixels. */
+            width?: number;
+            /** @description Target height in pixels. */
+            height?: number;
+            /**
+             * @description `lanczos` (default): fast interpolation. `esrgan`: a super-resolution network (ESRGAN, run on the CPU) that restores detail: its ×2, ×3 or ×4 model at or above the asked scale, then an exact resize; inputs up to the plan's `maxAiUpscalePixels` (else 400 `VALIDATION_ERROR` naming `model`; not on Free), no animations, time limit `AI_TASK_TIMEOUT_SECONDS` (default 900 s).
+             * @enum {string}
+             */
+            model?: "lanczos" | "esrgan";
+        };
         /**
          * @description The inputs (one task each) and the shared options of upscale.
          * @example {
@@ -2357,6 +2584,102 @@ export interface components {
             /** @description An uploaded or output file of yours. */
             fileId: string;
         } & components["schemas"]["PresentationToImagesOptions"];
+        /**
+         * @description The options of pipeline.
+         * @example {
+         *       "steps": [
+         *         {
+         *           "kind": "resize",
+         *           "width": 1600
+         *         },
+         *         {
+         *           "kind": "rotate",
+         *           "angle": 90
+         *         },
+         *         {
+         *           "kind": "watermark",
+         *           "text": "© 2026 Example",
+         *           "opacity": 0.5
+         *         }
+         *       ],
+         *       "format": "webp",
+         *       "quality": 80
+         *     }
+         */
+        PipelineOptions: {
+            /** @description The transforms, in order. Each is `{kind, ...that kind’s options}`. */
+            steps: (components["schemas"]["ResizeStep"] | components["schemas"]["CropStep"] | components["schemas"]["RotateStep"] | components["schemas"]["FlipStep"] | components["schemas"]["WatermarkStep"] | components["schemas"]["UpscaleStep"])[];
+            /**
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
+             * @enum {string}
+             */
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff";
+            /** @description Encoder quality, 1–100 (a fraction is rounded; for PNG and GIF the palette), or "auto": the smallest output whose SSIM to the input stays at or above 0.99 (visually lossless), found in at most 7 encodes; `result.quality` and `result.ssim` say what was chosen. */
+            quality?: string | number;
+            /** @description Largest acceptable output, in bytes (exclusive with quality and lossless). */
+            targetSize?: number;
+            /** @description Lossless re-encoding (PNG, WebP, AVIF, GIF, TIFF outputs). */
+            lossless?: boolean;
+            /** @description Keep EXIF, XMP, IPTC and the ICC profile (pixels stay in the source colour space). Orientation is always applied. Default false. */
+            keepMetadata?: boolean;
+        };
+        /**
+         * @description The input and the options of pipeline.
+         * @example {
+         *       "fileId": "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+         *       "steps": [
+         *         {
+         *           "kind": "resize",
+         *           "width": 1600
+         *         },
+         *         {
+         *           "kind": "rotate",
+         *           "angle": 90
+         *         },
+         *         {
+         *           "kind": "watermark",
+         *           "text": "© 2026 Example",
+         *           "opacity": 0.5
+         *         }
+         *       ],
+         *       "format": "webp",
+         *       "quality": 80
+         *     }
+         */
+        PipelineRequest: {
+            /** @description An uploaded or output file of yours. */
+            fileId: string;
+        } & components["schemas"]["PipelineOptions"];
+        /**
+         * @description The inputs (one task each) and the shared options of pipeline.
+         * @example {
+         *       "fileIds": [
+         *         "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+         *         "file_k4Tz8Qp1Wm6Xr3Nc9Lb2Vd5H"
+         *       ],
+         *       "steps": [
+         *         {
+         *           "kind": "resize",
+         *           "width": 1600
+         *         },
+         *         {
+         *           "kind": "rotate",
+         *           "angle": 90
+         *         },
+         *         {
+         *           "kind": "watermark",
+         *           "text": "© 2026 Example",
+         *           "opacity": 0.5
+         *         }
+         *       ],
+         *       "format": "webp",
+         *       "quality": 80
+         *     }
+         */
+        PipelineBatchRequest: {
+            /** @description One task per file, in order (at most the plan's batchSize). */
+            fileIds: string[];
+        } & components["schemas"]["PipelineOptions"];
     };
     responses: {
         /** @description The HTTP request itself was malformed (400), its headers too large (431), or its body too slow (408). */
@@ -3623,6 +3946,8 @@ export interface operations {
                 limit?: number;
                 /** @description The `nextCursor` of the previous page. */
                 cursor?: string;
+                /** @description Only files whose filename contains this text, ignoring case. */
+                q?: string;
             };
             header?: never;
             path?: never;
@@ -10923,6 +11248,677 @@ export interface operations {
             "4XX": components["responses"]["MalformedRequest"];
         };
     };
+    processPipeline: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PipelineRequest"];
+            };
+        };
+        responses: {
+            /** @description The task is queued (or failed at once: a limit the stored header shows is passed) */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
+                     *         "status": "queued",
+                     *         "type": "pipeline",
+                     *         "createdAt": "2026-05-04T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["QueuedTask"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
+             *
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED" | "INPUT_NOT_SUPPORTED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `FILE_EXPIRED`: The file has expired and was deleted. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "FILE_EXPIRED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry.
+             *
+             *     `TOO_MANY_QUEUED_TASKS`: As many tasks are queued or running as the plan's maxQueuedTasks.
+             *
+             *     `MONTHLY_QUOTA_EXCEEDED`: The plan's monthlyTasks are used up until `details.resetsAt`.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED" | "TOO_MANY_QUEUED_TASKS" | "MONTHLY_QUOTA_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    batchPipeline: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PipelineBatchRequest"];
+            };
+        };
+        responses: {
+            /** @description The tasks are queued */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "batchId": "batch_3GhJ5kL7mN9pQ1rS3tV5wX7y",
+                     *         "type": "pipeline",
+                     *         "tasks": [
+                     *           {
+                     *             "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
+                     *             "fileId": "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+                     *             "status": "queued"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["QueuedBatch"];
+                    };
+                };
+            };
+            /**
+             * @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one.
+             *
+             *     `BATCH_TOO_LARGE`: More files than the plan's batchSize.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR" | "BATCH_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
+             *
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED" | "INPUT_NOT_SUPPORTED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `FILE_EXPIRED`: The file has expired and was deleted. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "FILE_EXPIRED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry.
+             *
+             *     `TOO_MANY_QUEUED_TASKS`: As many tasks are queued or running as the plan's maxQueuedTasks.
+             *
+             *     `MONTHLY_QUOTA_EXCEEDED`: The plan's monthlyTasks are used up until `details.resetsAt`.
+             *
+             *     `DAILY_BATCH_QUOTA_EXCEEDED`: The plan's dailyBatchFiles are used up until `details.resetsAt`.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED" | "TOO_MANY_QUEUED_TASKS" | "MONTHLY_QUOTA_EXCEEDED" | "DAILY_BATCH_QUOTA_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
     getTask: {
         parameters: {
             query?: {
@@ -12354,6 +13350,7 @@ export interface operations {
                      *           "maxPixels": 100000000,
                      *           "maxFrames": 500,
                      *           "maxTotalPixels": 400000000,
+                     *           "maxAiUpscalePixels": 2000000,
                      *           "requestsPerSecond": 20,
                      *           "maxQueuedTasks": 2000
                      *         },

@@ -33,6 +33,14 @@ export type JobOptions<K extends Kind> = DistributiveOmit<JobRequest<K>, 'fileId
 /** The shared options of `POST /api/process/batch/{kind}`, without `fileIds`. */
 export type BatchOptions<K extends BatchKind> = DistributiveOmit<RequestJson<paths[`/api/process/batch/${K}`]['post']>, 'fileIds'>;
 
+/**
+ * One step of a pipeline: `{kind, ...that kind's options}` for each transform the server's
+ * pipeline takes (resize, crop, rotate, flip, watermark, upscale), without `format`/`quality`.
+ */
+export type PipelineStep = JobOptions<'pipeline'>['steps'][number];
+/** What a pipeline's one encode takes at its end: `format`, `quality`, `targetSize`, `lossless`, `keepMetadata`. */
+export type PipelineOutput = Omit<JobOptions<'pipeline'>, 'steps'>;
+
 /** A stored file: an upload or a task's output. */
 export type ApiFile = ResponseData<paths['/api/upload']['post'], 201>;
 export type Task = ResponseData<paths['/api/tasks/{taskId}']['get'], 200>;

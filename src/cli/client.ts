@@ -23,6 +23,11 @@ export const CLIENT_USAGE = `Client commands (talk to a running service):
                                   a job per file (a batch where the plan allows it); the
                                   outputs go to <dir>. Options are the kind's, e.g.
                                   imgapi run resize 'photos/*.jpg' -o out --width 1600 --format webp
+  run pipeline <files…> -o <dir> --step <kind>:<name>=<value>,… [--step …] [--format …]
+                                  several steps in one task, in order, e.g.
+                                  imgapi run pipeline a.jpg -o out --step resize:width=800 \\
+                                    --step 'watermark:text=© 2026 Me,opacity=0.5' --format webp
+                                  or --steps steps.json (a JSON array of {"kind": …, …})
   upload <files or globs…>        prints "<fileId><TAB><file>" for each file stored, in order
   task <taskId> [--wait]          prints the task as JSON; --wait: once it has finished
   download <fileId> [-o <file or dir>]

@@ -83,6 +83,55 @@ function typesOf(root: Schema, schema: unknown, seen = new Set<Schema>()): Set<s
   return types;
 }
 
+/**
+ * The step kinds a kind's `steps` option takes (a pipeline's), each with its options by name:
+ * the alternatives of `steps.items`, told apart by their `kind`. Empty for other kinds.
+ */
+export function stepKindsOf(document: unknown, info: KindInfo): Map<string, KindInfo> {
+  const root = isSchema(document) ? document : {};
+  const items = resolve(root, resolve(root, info.options.get('steps'))?.items);
+  const kinds = new Map<string, KindInfo>();
+  for (const branch of Array.isArray(items?.oneOf) ? items.oneOf : []) {
+    const properties = new Map<string, Schema>();
+    collectProperties(root, branch, properties, new Set());
+    // `const`, which the document may spell as a one-value `enum`.
+    const tag = properties.get('kind');
+    const kind = tag?.const ?? (Array.isArray(tag?.enum) && tag.enum.length === 1 ? tag.enum[0] : undefined);
+    if (typeof kind !== 'string') continue;
+    properties.delete('kind');
+    kinds.set(kind, { kind, options: properties, multiInput: false, batch: false });
+  }
+  return kinds;
+}
+
+/**
+ * `--step resize:width=800,fit=cover` of a pipeline: the step `{kind: 'resize', width: 800, fit:
+ * 'cover'}`, each value typed by its kind's schema. A comma starts a new option only before
+ * `name=`, so a watermark's text may hold commas.
+ */
+export function stepValue(document: unknown, info: KindInfo, raw: string): Record<string, unknown> {
+  const kinds = stepKindsOf(document, info);
+  if (!kinds.size) throw new OptionError(`${info.kind} takes no --step`);
+  const colon = raw.indexOf(':');
+  const kind = colon < 0 ? raw : raw.slice(0, colon);
+  const step = kinds.get(kind);
+  if (!step) throw new OptionError(`--step ${raw}: unknown step kind "${kind}"; the steps are ${[...kinds.keys()].join(', ')}`);
+  const values: Record<string, unknown> = { kind };
+  const list = colon < 0 ? '' : raw.slice(colon + 1);
+  for (const pair of list === '' ? [] : list.split(/,(?=[A-Za-z][A-Za-z-]*=)/)) {
+    const equals = pair.indexOf('=');
+    if (equals <= 0) throw new OptionError(`--step ${raw}: write the options as name=value, separated by commas`);
+    const name = optionName(pair.slice(0, equals));
+    try {
+      values[name] = optionValue(document, step, name, pair.slice(equals + 1));
+    } catch (err) {
+      if (err instanceof OptionError) throw new OptionError(`--step ${raw}: ${err.message.replace(/--(\w)/, '$1')}`);
+      throw err;
+    }
+  }
+  return values;
+}
+
 /** `--target-size` and `--targetSize` name the option `targetSize`. */
 export const optionName = (flag: string): string => flag.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
 

@@ -18,7 +18,7 @@ import {
   type CommonOptions,
   type InputFile,
 } from './common.js';
-import { isFlag, kindsOf, optionName, optionValue, OptionError, type KindInfo } from './job-options.js';
+import { isFlag, kindsOf, optionName, optionValue, OptionError, stepValue, type KindInfo } from './job-options.js';
 import { extensionOf } from '../imaging/formats.js';
 import { formatBytes, formatDuration, table, type Board, type Row } from './progress.js';
 
@@ -114,6 +114,19 @@ export function parseRunArguments(args: string[], document: unknown): { info: Ki
     }
     const equals = arg.indexOf('=');
     const name = optionName(equals > 0 ? arg.slice(2, equals) : arg.slice(2));
+    // A pipeline's steps: `--step kind:name=value,…` (repeated, in order) or `--steps file.json`.
+    if ((name === 'step' || name === 'steps') && info.options.has('steps')) {
+      const value = equals > 0 ? arg.slice(equals + 1) : rest[++i];
+      if (value === undefined) throw new UsageError(`--${name} needs a value`);
+      try {
+        if (name === 'step') jobOptions.steps = [...((jobOptions.steps as unknown[] | undefined) ?? []), stepValue(document, info, value)];
+        else jobOptions.steps = [...((jobOptions.steps as unknown[] | undefined) ?? []), ...readSteps(value)];
+      } catch (err) {
+        if (err instanceof OptionError) throw new UsageError(err.message);
+        throw err;
+      }
+      continue;
+    }
     const next = rest[i + 1];
     let raw: string | true = true;
     if (equals > 0) raw = arg.slice(equals + 1);
@@ -134,6 +147,25 @@ export function parseRunArguments(args: string[], document: unknown): { info: Ki
     }
   }
   return { info, patterns, jobOptions };
+}
+
+/** `--steps file.json`: a JSON array of steps (`[{"kind": "resize", "width": 800}, …]`), or an object with `steps`. */
+function readSteps(file: string): unknown[] {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch {
+    throw new UsageError(`--steps: cannot read ${file}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new UsageError(`--steps: ${file} is not JSON`);
+  }
+  const steps = Array.isArray(parsed) ? parsed : (parsed as { steps?: unknown } | null)?.steps;
+  if (!Array.isArray(steps)) throw new UsageError(`--steps: ${file} must hold an array of steps, or an object with "steps"`);
+  return steps;
 }
 
 /** Files per batch request, or 0 for a job per file: batches only where the plan takes them all. */

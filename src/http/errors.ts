@@ -26,6 +26,11 @@ export function fieldErrors(errors: AjvError[], context: string | undefined): { 
       const name = String(e.params.missingProperty);
       return { field: path ? `${path}.${name}` : name, message: 'is required' };
     }
+    if (e.keyword === 'discriminator') {
+      // A list item chosen by a field (a pipeline step's `kind`): that field is missing or names no alternative.
+      const tag = String(e.params.tag);
+      return { field: path ? `${path}.${tag}` : tag, message: e.params.error === 'tag' ? 'is required (a string)' : 'names no known alternative' };
+    }
     if (e.keyword === 'enum') {
       return { field: path || context || 'body', message: `must be one of ${(e.params.allowedValues as unknown[]).join(', ')}` };
     }

@@ -8,6 +8,7 @@ import { TASK_STATUSES, type TaskStatus } from '../db/schema.js';
 import { TASK_ERROR_CODES } from '../errors.js';
 import { STORED_FORMATS } from '../imaging/formats.js';
 import { OPERATIONS } from '../operations/registry.js';
+import { stepSchema } from '../operations/pipeline.js';
 import type { AnyOperation, JsonSchema } from '../operations/types.js';
 import { WEBHOOK_SCHEMAS } from './webhook-schemas.js';
 
@@ -583,6 +584,30 @@ export function batchBodySchema(op: AnyOperation) {
 }
 
 /**
+ * Properties as the document shows them: a list of alternatives chosen by a field (a pipeline's
+ * steps, each `{kind, ...}`, validated inline) names each alternative's schema, `<Kind>Step`,
+ * so that the discriminator can map `kind` to it.
+ */
+function namedAlternatives(properties: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(properties).map(([name, schema]) => {
+      const items = (schema as { items?: { oneOf?: JsonSchema[]; discriminator?: { propertyName: string } } }).items;
+      if (!items?.oneOf || !items.discriminator) return [name, schema];
+      const tag = items.discriminator.propertyName;
+      const kinds = items.oneOf.map((branch) => (branch as { properties: Record<string, { const: string }> }).properties[tag]!.const);
+      const mapping = Object.fromEntries(kinds.map((kind) => [kind, ref(`${kindName(kind)}Step`).$ref]));
+      return [
+        name,
+        {
+          ...(schema as JsonSchema),
+          items: { ...items, oneOf: kinds.map((kind) => ref(`${kindName(kind)}Step`)), discriminator: { propertyName: tag, mapping } },
+        },
+      ];
+    }),
+  );
+}
+
+/**
  * Per kind: `<Kind>Options`, and the bodies `<Kind>Request` and `<Kind>BatchRequest` composed of
  * the options and the input(s). The same facts as singleBodySchema/batchBodySchema, named.
  */
@@ -594,7 +619,7 @@ function jobSchemas(op: AnyOperation): Record<string, JsonSchema> {
     [`${name}Options`]: {
       type: 'object',
       description: `The options of ${op.kind}.`,
-      properties: op.options.properties,
+      properties: namedAlternatives(op.options.properties),
       ...(op.options.required?.length ? { required: op.options.required } : {}),
       examples: [op.example],
     },
@@ -617,6 +642,11 @@ function jobSchemas(op: AnyOperation): Record<string, JsonSchema> {
       examples: [{ ...inputExample, ...op.example }],
     },
   };
+  if (op.step) {
+    // As a pipeline step: `kind` and the options but the output's.
+    const { format: _format, quality: _quality, ...stepExample } = op.example as Record<string, unknown>;
+    schemas[`${name}Step`] = { ...stepSchema(op), examples: [{ kind: op.kind, ...stepExample }] };
+  }
   if (op.batch) {
     schemas[`${name}BatchRequest`] = {
       type: 'object',

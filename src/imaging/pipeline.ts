@@ -1,18 +1,21 @@
 // The fixed image pipeline: one job's steps, in this order, over one context.
 //
 //   inspect  the header against the plan's limits, before any pixel is decoded  (source.ts, limits.ts)
-//   plan     the output size the options decide, against the same limits
+//   plan     the size each step decides, against the same limits
 //   open     the decoder; the output's format and frames are decided here
 //   orient   EXIF orientation, applied once
-//   step     the kind's own step; one frame at a time where libvips cannot apply it to a whole
-//            animation (a pipeline of several kinds over one decode plugs in here)
+//   steps    the kinds' steps, in order (one for a single job, up to ten for a pipeline); one
+//            frame at a time where libvips cannot apply a step to a whole animation
 //   colour   to sRGB, unless the metadata is kept
 //   alpha    flattened onto the background where the output format has no alpha
 //   encode   the format's encoder, or a search of its quality for a target size  (encode.ts)
 //
-// Each job kind supplies only its step (ImageJob.transform); the order, the limits and the
+// Each job kind supplies only its step (JobStep.transform); the order, the limits and the
 // encoders live here and in the modules named above. The deadline is checked between steps and
-// handed to libvips.
+// handed to libvips. A sharp object applies its operations in a fixed order, not the order they
+// are called in: between two steps the image is therefore written out losslessly (an
+// uncompressed PNG in memory, metadata kept when asked) and read again — pixels, not a second
+// decode of the input nor a second lossy encode.
 import sharp, { type Sharp } from 'sharp';
 import { invalidOption, TaskError } from '../errors.js';
 import { encode, encodeToSimilarity, encodeToSize, type EncodedImage, type EncodeOptions } from './encode.js';
@@ -23,11 +26,26 @@ import { checkOutputSize, checkTotalPixels, outputFrames, type ImageLimits } fro
 import { inspect, openSource, orient, type OpenSource, type SourceInfo } from './source.js';
 
 /**
- * A kind's own step, over the whole image. When that image is an animation (every frame, one
- * below the other), `firstFrame` opens its first frame upright, for a choice made on one frame
- * (smart-crop.ts).
+ * A kind's own step, over the whole image. `source` describes the step's input (the source as
+ * decoded and turned upright for the first step; the previous step's result after that). When
+ * the image is an animation (every frame, one below the other), `firstFrame` opens the first
+ * frame of that input, for a choice made on one frame (smart-crop.ts).
  */
 export type Transform = (image: Sharp, source: SourceInfo, firstFrame?: () => Sharp) => Sharp | Promise<Sharp>;
+
+/** One step of a job: a kind's transform and what the plan needs to know of it. */
+export interface JobStep {
+  transform: Transform;
+  /**
+   * Steps libvips cannot apply to a whole animation (rotation, vertical flip, overlays) run
+   * on each frame, and the frames are joined again.
+   */
+  perFrame?: boolean;
+  /** The size (one frame) the step makes of an input of `input` size, checked before decoding. */
+  outputSize?: (input: Size) => Size | undefined;
+  /** Whether the step's result is capped at MAX_OUTPUT_SIDE per side (resize and upscale). */
+  capOutputSide?: boolean;
+}
 
 export interface ImageJob {
   inputPath: string;
@@ -41,17 +59,8 @@ export interface ImageJob {
   favourSize?: boolean;
   /** Colour used where alpha must be flattened (JPEG output). */
   background?: string;
-  /** The kind's own step, applied after orientation. */
-  transform?: Transform;
-  /**
-   * Steps libvips cannot apply to a whole animation (rotation, vertical flip, overlays) run
-   * on each frame, and the frames are joined again.
-   */
-  perFrame?: boolean;
-  /** The output size the options decide, checked against the limits before decoding. */
-  outputSize?: (source: SourceInfo) => Size | undefined;
-  /** Whether the output's sides are capped at MAX_OUTPUT_SIDE (resize and upscale). */
-  capOutputSide?: boolean;
+  /** The kinds' steps, applied in order after orientation (none: the image as it is). */
+  steps?: readonly JobStep[];
   /** Aim for a file of at most this many bytes by searching the encoder's quality. */
   targetSize?: number;
   /** Aim for the smallest file whose SSIM to its pixels is at least this (compress "auto"). */
@@ -67,7 +76,7 @@ interface Context {
   format: OutputFormat;
   /** The output is an animation: every frame is kept. */
   animated: boolean;
-  /** The frames, each through the kind's step already (`perFrame` animations). */
+  /** The frames, each through every step already (animations with a `perFrame` step). */
   frames?: Buffer[];
 }
 
@@ -76,12 +85,18 @@ export async function runImageJob(job: ImageJob): Promise<EncodedImage> {
   const source = await inspect(job.inputPath, job.inputFormat, job.limits);
   const planned = plan(job, source);
   const ctx = await open(job, source, planned);
-  if (ctx.animated && job.perFrame && job.transform) ctx.frames = await stepEachFrame(ctx);
-  // A libvips pipeline runs once: a target-size search builds it again for each try.
+  const steps = job.steps ?? [];
+  if (ctx.animated && steps.some((s) => s.perFrame)) ctx.frames = await stepEachFrame(ctx);
+  // Every step but the last is computed once; the last stays lazy, so that a target-size
+  // search (which runs the libvips pipeline again for each try) repeats only it and the encode.
+  const upright: StepInput = {
+    open: () => orient(ctx.open(ctx.animated ? -1 : 0)),
+    info: source,
+    firstFrame: ctx.animated ? () => orient(ctx.open(0)) : undefined,
+  };
+  const beforeLast = ctx.frames ? undefined : await stepsBeforeLast(ctx, upright, ctx.animated);
   const build = async (): Promise<Sharp> => {
-    const image = ctx.frames
-      ? sharp(ctx.frames, { join: { animated: true } })
-      : await step(ctx, orient(ctx.open(ctx.animated ? -1 : 0)), ctx.animated);
+    const image = ctx.frames ? sharp(ctx.frames, { join: { animated: true } }) : await lastStep(ctx, beforeLast!);
     return withDeadline(job, alpha(ctx, colour(ctx, image)));
   };
   checkDeadline(job);
@@ -90,10 +105,20 @@ export async function runImageJob(job: ImageJob): Promise<EncodedImage> {
   return result;
 }
 
-/** The output size the options decide, checked against the limits (its frames once known). */
-function plan(job: ImageJob, source: SourceInfo): Size | undefined {
-  const planned = job.outputSize?.(source);
-  if (planned) checkOutputSize(planned, job.limits, job.capOutputSide ?? false);
+/**
+ * The size each step decides, checked against the limits (all frames once they are known):
+ * every intermediate result as well as the output, in order, as far as the options decide them.
+ */
+function plan(job: ImageJob, source: SourceInfo): Size[] {
+  const planned: Size[] = [];
+  let size: Size | undefined = { width: source.width, height: source.height };
+  for (const step of job.steps ?? []) {
+    // A step that keeps the size has no outputSize; one whose size the pixels decide answers undefined.
+    size = step.outputSize ? step.outputSize(size) : size;
+    if (!size) break;
+    checkOutputSize(size, job.limits, step.capOutputSide ?? false);
+    planned.push(size);
+  }
   return planned;
 }
 
@@ -102,13 +127,13 @@ function plan(job: ImageJob, source: SourceInfo): Size | undefined {
  * can be written, else by alpha) and whether it keeps every frame. HEIC and BMP headers only say
  * alpha may be present, so they are decoded first and the pixels say whether it is.
  */
-async function open(job: ImageJob, source: SourceInfo, planned: Size | undefined): Promise<Context> {
+async function open(job: ImageJob, source: SourceInfo, planned: Size[]): Promise<Context> {
   const decodedFirst = isRawDecoded(job.inputFormat) ? await openSource(job.inputPath, job.inputFormat, job.limits.maxPixels) : undefined;
   const hasAlpha = decodedFirst ? ((await decodedFirst(0).metadata()).hasAlpha ?? source.hasAlpha) : source.hasAlpha;
   const format = job.format ?? defaultOutputFormat(job.inputFormat, hasAlpha);
   const frames = outputFrames(source.frames, format);
-  // Every frame of an animated output: the planned frame size times the frames kept.
-  if (planned) checkTotalPixels(planned, frames, job.limits, 'The output');
+  // Every frame of an animated output: each planned frame size times the frames kept.
+  for (const size of planned) checkTotalPixels(size, frames, job.limits, 'The output');
   if (job.lossless && !canBeLossless(format)) throw invalidOption('lossless', `${format} output cannot be lossless`);
   const animated = frames > 1;
   return {
@@ -120,25 +145,90 @@ async function open(job: ImageJob, source: SourceInfo, planned: Size | undefined
   };
 }
 
-/** The kind's own step (on the whole animation, or on one frame); its failures are the input's (TaskError). */
-async function step(ctx: Context, image: Sharp, wholeAnimation: boolean): Promise<Sharp> {
-  const transform = ctx.job.transform;
-  if (!transform) return image;
+/** What a step takes: a way to open its input (again, each time) and what that input is. */
+interface StepInput {
+  open: () => Sharp;
+  info: SourceInfo;
+  /** The first frame of that input, when it is a whole animation or one of its frames. */
+  firstFrame?: () => Sharp;
+}
+
+/** One step (on the whole animation, or on one frame); its failures are the input's (TaskError). */
+async function apply(step: JobStep, input: StepInput): Promise<Sharp> {
   try {
-    return await transform(image, ctx.source, wholeAnimation ? () => orient(ctx.open(0)) : undefined);
+    return await step.transform(input.open(), input.info, input.firstFrame);
   } catch (err) {
     throw asTaskError(err);
   }
 }
 
-/** Each frame through the kind's step once, kept losslessly to be joined again. */
+/**
+ * A step's result, kept for the next step: written out losslessly (an uncompressed TIFF holds
+ * every frame of an animation, alpha, 16-bit samples and, when asked, the metadata) and opened
+ * from memory. Its size is the one libvips computed.
+ */
+async function intermediate(ctx: Context, image: Sharp, info: SourceInfo, animated: boolean): Promise<StepInput> {
+  const kept = ctx.job.keepMetadata ? image.keepMetadata() : image;
+  const { data, info: written } = await withDeadline(ctx.job, kept)
+    .tiff({ compression: 'none' })
+    .toBuffer({ resolveWithObject: true })
+    .catch((err) => Promise.reject(asTaskError(err)));
+  const open = (page = -1) => sharp(data, { limitInputPixels: false, ...(animated ? (page === -1 ? { animated: true } : { page }) : {}) });
+  return {
+    open: () => open(),
+    info: {
+      ...info,
+      width: written.width,
+      height: animated ? (written.pageHeight ?? written.height) : written.height,
+      hasAlpha: written.channels === 2 || written.channels === 4,
+    },
+    firstFrame: animated ? () => open(0) : undefined,
+  };
+}
+
+/** The input, upright, through every step but the last (each computed once): what the last step takes. */
+async function stepsBeforeLast(ctx: Context, input: StepInput, animated: boolean): Promise<StepInput> {
+  for (const step of (ctx.job.steps ?? []).slice(0, -1)) {
+    checkDeadline(ctx.job);
+    input = await intermediate(ctx, await apply(step, input), input.info, animated);
+  }
+  return input;
+}
+
+/** The last step, over what the others made (built again for each try of a target-size search). */
+function lastStep(ctx: Context, input: StepInput): Promise<Sharp> | Sharp {
+  const last = ctx.job.steps?.at(-1);
+  return last ? apply(last, input) : input.open();
+}
+
+/**
+ * Each frame through every step, kept losslessly to be joined again. Frame 0 goes first: its
+ * input to each step is that step's `firstFrame` for every frame, so a choice made on one frame
+ * (a smart crop) is the same for all.
+ */
 async function stepEachFrame(ctx: Context): Promise<Buffer[]> {
   const frames: Buffer[] = [];
+  const firstFrames: (() => Sharp)[] = [];
   for (let page = 0; page < ctx.source.frames; page++) {
     checkDeadline(ctx.job);
-    const frame = await step(ctx, orient(ctx.open(page)), false);
+    let input: StepInput = { open: () => orient(ctx.open(page)), info: ctx.source, firstFrame: () => orient(ctx.open(0)) };
+    const steps = ctx.job.steps ?? [];
+    for (const [index, step] of steps.entries()) {
+      if (page === 0) firstFrames[index] = input.open;
+      input = { ...input, firstFrame: firstFrames[index] };
+      if (index < steps.length - 1) input = await intermediate(ctx, await apply(step, input), input.info, false);
+      else
+        input = {
+          ...input,
+          open: (
+            (image) => () =>
+              image
+          )(await apply(step, input)),
+        };
+    }
     frames.push(
-      await frame
+      await input
+        .open()
         .png({ compressionLevel: 0 })
         .toBuffer()
         .catch((err) => Promise.reject(asTaskError(err))),

@@ -1,8 +1,9 @@
 // Option schemas and helpers shared by the image kinds.
-import { mimeOf, OUTPUT_FORMATS, outputFilename } from '../imaging/formats.js';
-import { parseColour, type Size } from '../imaging/geometry.js';
-import { runImageJob, type ImageJob } from '../imaging/pipeline.js';
-import type { FieldError, OperationContext, OperationResult, OptionsOf } from './types.js';
+import { TaskError } from '../errors.js';
+import { defaultOutputFormat, mimeOf, OUTPUT_FORMATS, outputFilename } from '../imaging/formats.js';
+import { parseColour } from '../imaging/geometry.js';
+import { runImageJob, type ImageJob, type JobStep } from '../imaging/pipeline.js';
+import type { AnyOperation, FieldError, OperationContext, OperationResult, OptionsOf, StepEnv } from './types.js';
 
 // Schemas are written `as const`: each kind's options type is read from them (OptionsOf).
 
@@ -61,13 +62,69 @@ export function exactlyOne(options: Record<string, unknown>, fields: string[]): 
   return [{ field: present[1] ?? fields[0]!, message: `give exactly one of ${fields.join(', ')}` }];
 }
 
-/** Runs one image through the pipeline and wraps it as the task's single output. */
+/** One transform of a job: a kind with a step (ImageStep) and that step's options. */
+export interface StepCall {
+  op: AnyOperation;
+  options: Record<string, unknown>;
+  /** Where the step's options are in the request (`steps[2]`): its faults name their field under it. */
+  path?: string;
+}
+
+/** A kind's step with its options, as the image pipeline runs it. */
+function jobStep({ op, options, path }: StepCall, env: StepEnv): JobStep {
+  const step = op.step!;
+  const transform = step.transform(options, env);
+  return {
+    transform: path
+      ? async (...args) => {
+          try {
+            return await transform(...args);
+          } catch (err) {
+            throw underPath(err, path);
+          }
+        }
+      : transform,
+    perFrame: step.perFrame?.(options) ?? false,
+    outputSize: op.outputSize ? (size) => op.outputSize!(options, size) : undefined,
+    capOutputSide: op.capsOutputSide ?? false,
+  };
+}
+
+/** A failure naming an option (`details.field`), named under the step's path instead (`steps[2].margin`). */
+function underPath(err: unknown, path: string): unknown {
+  if (!(err instanceof TaskError) || typeof err.details?.field !== 'string') return err;
+  const named = err.details.field;
+  const field = `${path}.${named}`;
+  const message = err.message.startsWith(`${named}: `)
+    ? `${field}${err.message.slice(named.length)}`
+    : err.message.replace(`(${named})`, `(${field})`);
+  return new TaskError(err.code, message, err.transient, { ...err.details, field });
+}
+
+/**
+ * Runs one image through the pipeline and wraps it as the task's single output. The steps are
+ * `calls`: by default the kind's own step with the job's options (a single resize is a pipeline
+ * of one step), none for kinds that only re-encode (compress, convert).
+ */
 export async function runSingleImage<O extends Omit<ImageOutputOptions, 'quality'> & { quality?: number | string }>(
-  op: { outputSize?(options: O, source: Size): Size | undefined; capsOutputSide?: boolean },
+  op: Pick<AnyOperation, 'step'>,
   ctx: OperationContext<O>,
-  job: Partial<ImageJob>,
+  job: Partial<Omit<ImageJob, 'steps'>>,
+  calls: StepCall[] = op.step ? [{ op: op as AnyOperation, options: ctx.options }] : [],
 ): Promise<OperationResult> {
   const input = ctx.inputs[0]!;
+  const env: StepEnv = {
+    limits: ctx.limits,
+    format: ctx.options.format ?? defaultOutputFormat(input.file.format, true),
+    task: { tmpDir: ctx.tmpDir, signal: ctx.signal, progress: ctx.progress },
+    file(fileId) {
+      const file = ctx.inputs.find((i) => i.file.id === fileId);
+      if (!file) throw new TaskError('INPUT_MISSING', `The file ${fileId} the options name is not among the task's inputs`);
+      return file;
+    },
+  };
+  // Where alpha is flattened: the colour of the last step that has one (resize's letterbox, rotate's corners).
+  const background = calls.reduce<string | undefined>((found, call) => call.op.step?.background?.(call.options) ?? found, undefined);
   const encoded = await runImageJob({
     inputPath: input.path,
     inputFormat: input.file.format,
@@ -77,8 +134,8 @@ export async function runSingleImage<O extends Omit<ImageOutputOptions, 'quality
     format: ctx.options.format,
     // Any number 1–100 is accepted; encoders take whole steps ("auto" is compress's, which says what it means).
     quality: typeof ctx.options.quality === 'number' ? Math.round(ctx.options.quality) : undefined,
-    outputSize: op.outputSize ? (source) => op.outputSize!(ctx.options, source) : undefined,
-    capOutputSide: op.capsOutputSide,
+    background,
+    steps: calls.map((call) => jobStep(call, env)),
     ...job,
   });
   return {

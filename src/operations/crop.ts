@@ -82,22 +82,20 @@ export const crop: Operation<typeof optionsSchema> = {
     const rect = cropRect(options, source);
     return { width: rect.width, height: rect.height };
   },
-  run(ctx) {
-    const options = ctx.options;
-    return runSingleImage(crop, ctx, {
-      transform: (image, source, firstFrame) => {
-        const rect = cropRect(options, source);
-        if (rect.left === undefined) {
-          // cover at scale 1: the box of that ratio, placed by gravity (or chosen by content).
-          const gravity = options.gravity ? ((COMPASS as Record<string, Gravity>)[options.gravity] ?? options.gravity) : 'center';
-          const position = (SHARP_GRAVITY as Record<string, string>)[gravity] ?? gravity;
-          return coverResize(image, { width: rect.width, height: rect.height, position }, source, firstFrame);
-        }
-        // Headers can be wrong about the size: clip to the real image rather than fail.
-        const left = Math.min(rect.left, source.width - 1);
-        const top = Math.min(rect.top!, source.height - 1);
-        return image.extract({ left, top, width: Math.min(rect.width, source.width - left), height: Math.min(rect.height, source.height - top) });
-      },
-    });
+  step: {
+    transform: (options) => (image, source, firstFrame) => {
+      const rect = cropRect(options, source);
+      if (rect.left === undefined) {
+        // cover at scale 1: the box of that ratio, placed by gravity (or chosen by content).
+        const gravity = options.gravity ? ((COMPASS as Record<string, Gravity>)[options.gravity] ?? options.gravity) : 'center';
+        const position = (SHARP_GRAVITY as Record<string, string>)[gravity] ?? gravity;
+        return coverResize(image, { width: rect.width, height: rect.height, position }, source, firstFrame);
+      }
+      // Headers can be wrong about the size: clip to the real image rather than fail.
+      const left = Math.min(rect.left, source.width - 1);
+      const top = Math.min(rect.top!, source.height - 1);
+      return image.extract({ left, top, width: Math.min(rect.width, source.width - left), height: Math.min(rect.height, source.height - top) });
+    },
   },
+  run: (ctx) => runSingleImage(crop, ctx, {}),
 };

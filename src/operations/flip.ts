@@ -17,16 +17,16 @@ export const flip: Operation<typeof optionsSchema> = {
   batch: true,
   example: { direction: 'horizontal' },
   options: optionsSchema,
-  run(ctx) {
-    const { direction } = ctx.options;
-    return runSingleImage(flip, ctx, {
-      // A vertical flip of a whole animation would also reverse its frames: flip each frame.
-      perFrame: direction !== 'horizontal',
-      transform: (image) => {
+  step: {
+    // A vertical flip of a whole animation would also reverse its frames: flip each frame.
+    perFrame: ({ direction }) => direction !== 'horizontal',
+    transform:
+      ({ direction }) =>
+      (image) => {
         if (direction !== 'vertical') image = image.flop();
         if (direction !== 'horizontal') image = image.flip();
         return image;
       },
-    });
   },
+  run: (ctx) => runSingleImage(flip, ctx, {}),
 };

@@ -4,6 +4,7 @@ import { convert } from './convert.js';
 import { crop } from './crop.js';
 import { flip } from './flip.js';
 import { imageToPdf } from './image-to-pdf.js';
+import { pipelineOf } from './pipeline.js';
 import { presentationToImages } from './presentation-to-images.js';
 import { resize } from './resize.js';
 import { rotate } from './rotate.js';
@@ -11,18 +12,10 @@ import type { AnyOperation } from './types.js';
 import { upscale } from './upscale.js';
 import { watermark } from './watermark.js';
 
-export const OPERATIONS: readonly AnyOperation[] = [
-  compress,
-  resize,
-  crop,
-  convert,
-  rotate,
-  flip,
-  watermark,
-  upscale,
-  imageToPdf,
-  presentationToImages,
-];
+const KINDS: readonly AnyOperation[] = [compress, resize, crop, convert, rotate, flip, watermark, upscale, imageToPdf, presentationToImages];
+
+/** Every kind, and the pipeline of the image transforms among them (those with a step). */
+export const OPERATIONS: readonly AnyOperation[] = [...KINDS, pipelineOf(KINDS.filter((op) => op.step))];
 
 const byKind = new Map(OPERATIONS.map((op) => [op.kind, op]));
 

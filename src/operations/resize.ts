@@ -44,11 +44,10 @@ export const resize: Operation<typeof optionsSchema> = {
     return [...errors, ...checkColour('background', options.background)];
   },
   outputSize: (options, source) => resizedSize(source, options),
-  run(ctx) {
-    const { width, height, fit = 'inside', position = 'center', background, withoutEnlargement } = ctx.options;
-    return runSingleImage(resize, ctx, {
-      background,
-      transform: (image, source, firstFrame) => {
+  step: {
+    background: (options) => options.background,
+    transform({ width, height, fit = 'inside', position = 'center', background, withoutEnlargement }) {
+      return (image, source, firstFrame) => {
         const options = {
           width,
           height,
@@ -62,7 +61,8 @@ export const resize: Operation<typeof optionsSchema> = {
         if (fit === 'cover' && width !== undefined && height !== undefined)
           return coverResize(image, { ...options, width, height }, source, firstFrame);
         return image.resize(options);
-      },
-    });
+      };
+    },
   },
+  run: (ctx) => runSingleImage(resize, ctx, {}),
 };

@@ -1,4 +1,4 @@
-import { canHoldAlpha, defaultOutputFormat } from '../imaging/formats.js';
+import { canHoldAlpha } from '../imaging/formats.js';
 import { checkColour, colourOption, imageOutputOptions, runSingleImage } from './common.js';
 import type { Operation } from './types.js';
 
@@ -34,18 +34,16 @@ export const rotate: Operation<typeof optionsSchema> = {
   options: optionsSchema,
   check: (options) => checkColour('background', options.background),
   outputSize: (options, source) => rotatedSize(source, options.angle),
-  run(ctx) {
-    const { background } = ctx.options;
-    // Any finite number of degrees: libvips takes the same turn within one revolution.
-    const angle = ((ctx.options.angle % 360) + 360) % 360;
-    const input = ctx.inputs[0]!.file;
-    const format = ctx.options.format ?? defaultOutputFormat(input.format, true);
-    const fill = background ?? (canHoldAlpha(format) ? '#00000000' : '#ffffff');
-    return runSingleImage(rotate, ctx, {
-      background: background ?? '#ffffff',
-      // libvips rotates single images; animations are turned frame by frame.
-      perFrame: true,
-      transform: (image) => image.rotate(angle, { background: fill }),
-    });
+  step: {
+    background: (options) => options.background ?? '#ffffff',
+    // libvips rotates single images; animations are turned frame by frame.
+    perFrame: () => true,
+    transform(options, env) {
+      // Any finite number of degrees: libvips takes the same turn within one revolution.
+      const angle = ((options.angle % 360) + 360) % 360;
+      const fill = options.background ?? (canHoldAlpha(env.format) ? '#00000000' : '#ffffff');
+      return (image) => image.rotate(angle, { background: fill });
+    },
   },
+  run: (ctx) => runSingleImage(rotate, ctx, {}),
 };

@@ -6,6 +6,7 @@ import type { Config } from '../config.js';
 import type { DocumentTools } from '../documents/tools.js';
 import type { FileRecord } from '../files/files.js';
 import type { InputKind } from '../files/kinds.js';
+import type { Transform } from '../imaging/pipeline.js';
 
 /** A JSON Schema fragment (Fastify/Ajv and OpenAPI read the same object). */
 export type JsonSchema = Record<string, unknown>;
@@ -82,6 +83,31 @@ export interface OperationResult {
   bundled?: boolean;
 }
 
+/** What an image transform needs besides its options: its task's files and limits, and the output's format. */
+export interface StepEnv {
+  limits: PlanLimits;
+  /** The format the job writes (its `format`, else the input's where it can be written). */
+  format: string;
+  /** A file the options name (a watermark's logo), as the task holds it. */
+  file(fileId: string): InputFile;
+  /** The task's scratch directory, its cancel signal and its progress: for long steps (an AI upscale). */
+  task: Pick<OperationContext<unknown>, 'tmpDir' | 'signal' | 'progress'>;
+}
+
+/**
+ * An image transform: what a single job of its kind runs, and what a pipeline step runs — a
+ * single job is a pipeline of one step. The image it takes and returns is libvips' (sharp), with
+ * its size; `outputSize` and `capsOutputSide` of the operation say what size it makes.
+ */
+export interface ImageStep<O> {
+  /** The transform over an upright image (or one frame of it, when `perFrame`). */
+  transform(options: O, env: StepEnv): Transform;
+  /** Applied to each frame of an animation on its own (rotation, a vertical flip, overlays). */
+  perFrame?(options: O): boolean;
+  /** Colour used where alpha must be flattened (JPEG output): the step's own background. */
+  background?(options: O): string | undefined;
+}
+
 /** A job kind whose options are described by the schema `S`; their type is read from it. */
 export interface Operation<S extends OptionsSchema = OptionsSchema> {
   kind: string;
@@ -111,8 +137,21 @@ export interface Operation<S extends OptionsSchema = OptionsSchema> {
    * pixel limit is checked when the task is queued and again before decoding.
    */
   outputSize?(options: OptionsOf<S>, source: { width: number; height: number }): { width: number; height: number } | undefined;
+  /**
+   * Every size (one frame each) the options decide, in order, the output's last — a pipeline's
+   * step results — each checked against the limits when the task is queued and again before
+   * decoding; `capsSide`: capped at MAX_OUTPUT_SIDE. Kinds without it are checked by `outputSize`.
+   */
+  plannedSizes?(options: OptionsOf<S>, source: { width: number; height: number }): { width: number; height: number; capsSide: boolean }[];
+  /**
+   * For image transforms (resize, crop, rotate, flip, watermark, upscale): the transform itself.
+   * Its kind's `run` applies it as a pipeline of one step; `POST /api/process/pipeline` chains them.
+   */
+  step?: ImageStep<OptionsOf<S>>;
   /** Time the kind may take beyond TASK_TIMEOUT_SECONDS (a LibreOffice conversion's own limit). */
   extraTimeMs?(config: Config): number;
+  /** The task's whole time limit when these options set one of their own (an AI upscale's AI_TASK_TIMEOUT_SECONDS). */
+  timeLimitMs?(config: Config, options: OptionsOf<S>): number | undefined;
   run(ctx: OperationContext<OptionsOf<S>>): Promise<OperationResult>;
 }
 

@@ -32,12 +32,11 @@ export const upscale: Operation<typeof optionsSchema> = {
   options: optionsSchema,
   check: (options) => exactlyOne(options as Record<string, unknown>, ['factor', 'width', 'height']),
   outputSize: upscaledSize,
-  run(ctx) {
-    return runSingleImage(upscale, ctx, {
-      transform: (image, source) => {
-        const size = upscaledSize(ctx.options, source);
-        return image.resize({ width: size.width, height: size.height, fit: 'fill', kernel: 'lanczos3' }).sharpen({ sigma: 0.6, m1: 0.5, m2: 1.5 });
-      },
-    });
+  step: {
+    transform: (options) => (image, source) => {
+      const size = upscaledSize(options, source);
+      return image.resize({ width: size.width, height: size.height, fit: 'fill', kernel: 'lanczos3' }).sharpen({ sigma: 0.6, m1: 0.5, m2: 1.5 });
+    },
   },
+  run: (ctx) => runSingleImage(upscale, ctx, {}),
 };

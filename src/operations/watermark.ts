@@ -173,14 +173,14 @@ export const watermark: Operation<typeof optionsSchema> = {
     return [...errors, ...checkText(options.text), ...checkColour('color', options.color)];
   },
   extraInputs: (options) => (options.logoFileId ? [options.logoFileId] : []),
-  run(ctx) {
-    const options = ctx.options;
-    const logo = ctx.inputs[1];
-    let mark: Promise<Buffer> | undefined;
-    return runSingleImage(watermark, ctx, {
-      perFrame: true,
-      transform: async (image, source) => {
-        mark ??= renderMark(options, source, logo?.path, logo?.file.format, ctx.limits);
+  step: {
+    // Overlays are drawn on single images: an animation gets the mark on each frame.
+    perFrame: () => true,
+    transform(options, env) {
+      const logo = options.logoFileId === undefined ? undefined : env.file(options.logoFileId);
+      let mark: Promise<Buffer> | undefined;
+      return async (image, source) => {
+        mark ??= renderMark(options, source, logo?.path, logo?.file.format, env.limits);
         const overlay = await mark;
         const meta = await sharp(overlay).metadata();
         const size = { width: meta.width!, height: meta.height! };
@@ -193,7 +193,8 @@ export const watermark: Operation<typeof optionsSchema> = {
         const frame = { width: source.width, height: source.height };
         if (size.width > frame.width || size.height > frame.height) throw invalidOption('margin', 'leaves no room for the watermark on this image');
         return image.composite([{ input: overlay, ...placement(options.position ?? 'bottom-right', frame, size, margin) }]);
-      },
-    });
+      };
+    },
   },
+  run: (ctx) => runSingleImage(watermark, ctx, {}),
 };

@@ -81,8 +81,10 @@ function failsAtOnce(op: AnyOperation, options: Record<string, unknown>, file: F
     const frames = file.pages !== null && isAnimation(file.format) ? file.pages : 1;
     checkSource({ ...source, frames }, limits);
     const format = typeof options.format === 'string' ? options.format : file.format;
-    const planned = op.outputSize?.(options, source);
-    if (planned) checkOutputSize(planned, limits, op.capsOutputSide ?? false, outputFrames(frames, format));
+    // A pipeline's every step result; another kind's output, as far as the options decide them.
+    const output = op.outputSize?.(options, source);
+    const planned = op.plannedSizes?.(options, source) ?? (output ? [{ ...output, capsSide: op.capsOutputSide ?? false }] : []);
+    for (const size of planned) checkOutputSize(size, limits, size.capsSide, outputFrames(frames, format));
     return undefined;
   } catch (err) {
     if (err instanceof TaskError) return err;

@@ -149,6 +149,73 @@ for (const dialect of DIALECTS) {
       assert.equal(document.getPageCount(), 2);
     });
 
+    it('run pipeline: --step kind:name=value,… in order (or --steps file.json) is one task per file', async () => {
+      const out = path.join(work, 'pipeline');
+      const stepped = await imgapi(
+        [
+          'run',
+          'pipeline',
+          JPEG,
+          '-o',
+          out,
+          '--step',
+          'resize:width=100',
+          '--step',
+          'rotate:angle=90',
+          '--step',
+          'watermark:text=© 2026, Me,opacity=0.5',
+          '--format',
+          'webp',
+          '--json',
+        ],
+        env,
+      );
+      assert.equal(stepped.code, 0, show(stepped));
+      const report = JSON.parse(stepped.stdout);
+      assert.equal(report.kind, 'pipeline');
+      const task = (await new Client(server.url, env.IMGAPI_KEY).get(`/api/tasks/${report.files[0].taskId}`)).body.data;
+      assert.deepEqual(task.options.steps, [
+        { kind: 'resize', width: 100 },
+        { kind: 'rotate', angle: 90 },
+        { kind: 'watermark', text: '© 2026, Me', opacity: 0.5 },
+      ]);
+      const original = await sharp(JPEG).metadata();
+      const output = await sharp(path.join(out, 'concert.webp')).metadata();
+      assert.deepEqual([output.width, output.height], [Math.round((original.height! * 100) / original.width!), 100]);
+
+      const file = path.join(work, 'steps.json');
+      fs.writeFileSync(
+        file,
+        JSON.stringify([
+          { kind: 'crop', aspectRatio: '1:1' },
+          { kind: 'resize', width: 64 },
+        ]),
+      );
+      const fromFile = await imgapi(['run', 'pipeline', PNG, '--steps', file, '--format', 'png', '-o', out], env);
+      assert.equal(fromFile.code, 0, show(fromFile));
+      assert.deepEqual(
+        await sharp(path.join(out, 'swiss.png'))
+          .metadata()
+          .then((m) => [m.width, m.height]),
+        [64, 64],
+      );
+
+      const refused: Array<[string[], RegExp]> = [
+        [['--step', 'sharpen:sigma=2'], /unknown step kind "sharpen"; the steps are resize, crop/],
+        [['--step', 'resize:colour=red'], /--step resize:colour=red: resize has no option "colour"/],
+        [['--steps', path.join(work, 'missing.json')], /--steps: cannot read/],
+      ];
+      for (const [args, message] of refused) {
+        const result = await imgapi(['run', 'pipeline', JPEG, '-o', out, ...args], env);
+        assert.equal(result.code, 2, show(result));
+        assert.match(result.stderr, message, show(result));
+      }
+      // The server's own validation names the step.
+      const invalid = await imgapi(['run', 'pipeline', JPEG, '-o', out, '--step', 'rotate'], env);
+      assert.equal(invalid.code, 1, show(invalid));
+      assert.match(invalid.stdout + invalid.stderr, /steps\[0\]\.angle/, show(invalid));
+    });
+
     it('upload, task --wait and download', async () => {
       const uploaded = await imgapi(['upload', JPEG, PNG], env, { cwd: work });
       assert.equal(uploaded.code, 0, show(uploaded));

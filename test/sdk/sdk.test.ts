@@ -8,7 +8,7 @@ import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { Imgapi as BrowserImgapi } from '../../sdk/index.js';
-import { Imgapi, ImgapiError, type Progress, type RetryEvent } from '../../sdk/node.js';
+import { Imgapi, ImgapiError, type PipelineStep, type Progress, type RetryEvent } from '../../sdk/node.js';
 import { freePort } from '../e2e/processes.js';
 import { DIALECTS, corpusFile, tempDir, type TestServer } from '../helpers.js';
 import { checkedFetch, recordingFetch, startPublicServer } from './support.js';
@@ -105,6 +105,28 @@ for (const dialect of DIALECTS) {
       const again = await node.run('flip', { fileId: fromBuffer.inputs[0] }, { direction: 'horizontal' });
       assert.deepEqual(again.inputs, fromBuffer.inputs);
       assert.ok(again.output.blob && again.output.blob.size > 0);
+    });
+
+    it('pipeline() runs typed steps as one task, with one encode at the end', async () => {
+      const imgapi = new Imgapi({ baseUrl: server.url, apiKey: await server.newKey(), fetch: checkedFetch });
+      const steps: PipelineStep[] = [
+        { kind: 'resize', width: 120 },
+        { kind: 'rotate', angle: 90 },
+        { kind: 'watermark', text: '© SDK', opacity: 0.8 },
+      ];
+      const { task, output, inputs } = await imgapi.pipeline(fs.readFileSync(JPEG), steps, { format: 'webp', quality: 70 });
+      assert.equal(task.type, 'pipeline');
+      assert.deepEqual(task.options, { steps, format: 'webp', quality: 70 });
+      const original = await sharp(JPEG).metadata();
+      const result = await sharp(Buffer.from(await output.blob!.arrayBuffer())).metadata();
+      assert.deepEqual([result.format, result.width, result.height], ['webp', Math.round((original.height! * 120) / original.width!), 120]);
+      // A step the server refuses is an ImgapiError naming the step's field.
+      const refused = await imgapi
+        .pipeline({ fileId: inputs[0]! }, [{ kind: 'flip', direction: 'both' }, { kind: 'rotate' } as never])
+        .catch((err: unknown) => err);
+      assert.ok(refused instanceof ImgapiError);
+      assert.equal(refused.code, 'VALIDATION_ERROR');
+      assert.match(refused.message, /steps\[1\]\.angle/);
     });
 
     it('batch() queues one task per file; each is waited for and downloaded', async () => {

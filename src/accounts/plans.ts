@@ -18,6 +18,7 @@ export interface PlanLimits {
   maxPixels: number;
   maxFrames: number;
   maxTotalPixels: number;
+  maxAiUpscalePixels: number;
   requestsPerSecond: number;
   maxQueuedTasks: number;
 }
@@ -35,7 +36,10 @@ export const PLAN_LIMIT_DESCRIPTIONS: Record<keyof PlanLimits, string> = {
   maxPixels: 'Pixels of one frame, input or output (checked from the header before decoding); else the task fails IMAGE_TOO_LARGE.',
   maxFrames: 'Frames of an animation; more and the task fails IMAGE_TOO_LARGE.',
   maxTotalPixels: 'Pixels of all frames of one input or output together (frames × canvas); more and the task fails IMAGE_TOO_LARGE.',
-  requestsPerSecond: 'Requests per second per API key (or session); then 429 RATE_LIMITED with Retry-After.',
+  maxAiUpscalePixels:
+    'Input pixels of an AI upscale (`upscale` with `model: "esrgan"`; 0: not on this plan); more is 400 VALIDATION_ERROR naming `model`.',
+  requestsPerSecond:
+    "Requests per second per API key, or per dashboard session for requests that change something (a session's reads have their own budget of at least 50/s); then 429 RATE_LIMITED with Retry-After.",
   maxQueuedTasks: 'Tasks queued or processing at once; then 429 TOO_MANY_QUEUED_TASKS.',
 };
 
@@ -55,6 +59,7 @@ export const DEFAULT_PLANS: Record<PlanName, PlanLimits> = {
     maxPixels: 50_000_000,
     maxFrames: 100,
     maxTotalPixels: 100_000_000,
+    maxAiUpscalePixels: 0,
     requestsPerSecond: 5,
     maxQueuedTasks: 20,
   },
@@ -70,6 +75,7 @@ export const DEFAULT_PLANS: Record<PlanName, PlanLimits> = {
     maxPixels: 100_000_000,
     maxFrames: 500,
     maxTotalPixels: 400_000_000,
+    maxAiUpscalePixels: 2_000_000,
     requestsPerSecond: 20,
     maxQueuedTasks: 2000,
   },
@@ -85,6 +91,7 @@ export const DEFAULT_PLANS: Record<PlanName, PlanLimits> = {
     maxPixels: 268_402_689,
     maxFrames: 1000,
     maxTotalPixels: 1_000_000_000,
+    maxAiUpscalePixels: 8_000_000,
     requestsPerSecond: 100,
     maxQueuedTasks: 10_000,
   },

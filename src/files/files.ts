@@ -1,5 +1,5 @@
 // File records: what the API says about a stored object, and who may see it.
-import type { Kysely, Selectable } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB, type FilesTable } from '../db/schema.js';
@@ -21,8 +21,10 @@ export async function getLiveFile(db: Kysely<DB>, accountId: string, fileId: str
   return file;
 }
 
-export async function listFiles(database: Database, accountId: string, now: number, limit: number, cursor?: string) {
+export async function listFiles(database: Database, accountId: string, now: number, limit: number, cursor?: string, nameContains?: string) {
   const after = olderThan(cursor, 'created_at', 'id');
+  // Case-insensitive on both dialects; %, _ and \ in the text match themselves.
+  const pattern = nameContains ? `%${nameContains.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%` : undefined;
   const rows = await database.db
     .selectFrom('files')
     .selectAll()
@@ -30,6 +32,7 @@ export async function listFiles(database: Database, accountId: string, now: numb
     .where('deleted_at', 'is', null)
     .where('expires_at', '>', now)
     .$if(after !== undefined, (qb) => qb.where(after!))
+    .$if(pattern !== undefined, (qb) => qb.where(sql<boolean>`lower(filename) like ${pattern!} escape '\\'`))
     .orderBy('created_at', 'desc')
     .orderBy('id', 'desc')
     .limit(limit + 1)

@@ -2,6 +2,8 @@
 // the dashboard, so their keys are refused with PLAN_NO_API_ACCESS. Then the key's rate limit.
 // Without a key, the dashboard's session cookie authenticates instead (any plan, Free included);
 // a state-changing request on a session must also prove it comes from the dashboard (CSRF).
+// A session's state-changing requests take the plan's rate limit as a key's do; its reads have
+// the dashboard's own budget (SESSION_READS_PER_SECOND), so a page of thumbnails never sees 429.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { authenticateApiKey, type Account } from '../accounts/accounts.js';
 import { limitsOf, type PlanLimits } from '../accounts/plans.js';
@@ -48,6 +50,13 @@ export function apiKeyAuth(services: Services) {
 // Sessions ---------------------------------------------------------------------------------
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * Reads per second of one dashboard session, whatever the plan (a plan with a higher
+ * requestsPerSecond keeps its own): enough for a page of thumbnails at once. Reads create no work
+ * and every quota still applies; requests that change something share the plan's rate.
+ */
+export const SESSION_READS_PER_SECOND = 50;
 
 /** The value of one cookie in the request's Cookie header. */
 export function readCookie(request: FastifyRequest, name: string): string | undefined {
@@ -117,7 +126,18 @@ export async function authenticateSession(services: Services, request: FastifyRe
   request.account = found.account;
   request.session = found.session;
   request.limits = limitsOf(services.plans, found.account.plan);
-  const state = await takeRequest(services.database, services.clock, `session:${found.session.id}`, request.limits.requestsPerSecond);
+  // Dashboard traffic is not API traffic: a page of thumbnails and lists is many reads at once,
+  // so a session's reads have their own budget (at least SESSION_READS_PER_SECOND); whatever
+  // changes something (uploads, jobs, deletes) is held to the plan's rate exactly as a key is.
+  const reads = SAFE_METHODS.has(request.method);
+  const state = reads
+    ? await takeRequest(
+        services.database,
+        services.clock,
+        `session-reads:${found.session.id}`,
+        Math.max(request.limits.requestsPerSecond, SESSION_READS_PER_SECOND),
+      )
+    : await takeRequest(services.database, services.clock, `session:${found.session.id}`, request.limits.requestsPerSecond);
   reply.headers(rateLimitHeaders(state));
   if (state.exceeded) throw rateLimited(state);
   return true;

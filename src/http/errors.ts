@@ -122,9 +122,22 @@ export function registerErrorHandling(app: FastifyInstance): void {
     return sendError(request, reply, new AppError('INTERNAL_ERROR', 'An internal error occurred; quote the request id when reporting it'));
   });
 
-  app.setNotFoundHandler((request, reply) =>
-    sendError(request, reply, new AppError('NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`)),
-  );
+  app.setNotFoundHandler((request, reply) => {
+    const page = notFoundPages.get(app);
+    if (page && (request.method === 'GET' || request.method === 'HEAD') && (request.headers.accept ?? '').includes('text/html'))
+      return page(request, reply);
+    return sendError(request, reply, new AppError('NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`));
+  });
+}
+
+const notFoundPages = new WeakMap<FastifyInstance, (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>>();
+
+/**
+ * What a browser navigating to an unknown path gets instead of the JSON 404 (outside /api, which
+ * keeps its own): the dashboard's page, answered with status 404, which shows its "not found".
+ */
+export function setNotFoundPage(app: FastifyInstance, page: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>): void {
+  notFoundPages.set(app, page);
 }
 
 /**

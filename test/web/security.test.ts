@@ -459,11 +459,12 @@ describe('dashboard security (no database dependence)', () => {
     }
   });
 
-  it('sessions share the plan’s rate limit, per session', async () => {
+  it('sessions share the plan’s rate limit, per session, for what changes something', async () => {
     const server = await startServer({ dialect: 'sqlite', workers: 0, env: { SIGNUP_MODE: 'open' }, plans: { free: { requestsPerSecond: 3 } } });
     try {
       const user = await signUp(server, 'busy@example.com');
-      const responses = await Promise.all(Array.from({ length: 10 }, () => user.get('/api/files')));
+      // Reads have the dashboard's own budget (dashboard-traffic.test.ts); writes have the plan's.
+      const responses = await Promise.all(Array.from({ length: 10 }, () => user.delete('/api/files/file_doesnotexist0000000000')));
       const limited = responses.filter((r) => r.status === 429);
       assert.ok(limited.length >= 4, `${limited.length} of 10 refused`);
       assert.equal(code(limited[0]!), 'RATE_LIMITED');

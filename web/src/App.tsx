@@ -1,5 +1,7 @@
 // The shell: the session decides between the login pages and the dashboard; the path picks the page.
-import { useEffect, type ReactNode } from 'react';
+import { useEffect, useState, type ReactNode } from 'react';
+import { ApiError } from './api';
+import { ErrorBox } from './components';
 import { AdminPage } from './pages/admin';
 import { LoginPage, SetupPage, SignupPage } from './pages/auth';
 import { FilesPage } from './pages/files';
@@ -35,52 +37,130 @@ function findRoute(path: string) {
   return undefined;
 }
 
-function Page({ path }: { path: string }) {
+/** The dashboard's 404: an unknown address inside the dashboard, with the ways back. */
+export function NotFoundPage({ path, signedIn }: { path: string; signedIn: boolean }) {
+  useEffect(() => {
+    document.title = 'Page not found · imgapi';
+  }, []);
+  return (
+    <section className="card not-found" data-testid="not-found">
+      <p className="big" aria-hidden="true">
+        404
+      </p>
+      <h1>Page not found</h1>
+      <p>
+        There is no dashboard page at <code>{path}</code>. The address may be mistyped, or the page has moved.
+      </p>
+      <p>
+        {signedIn ? <Link to="/">Back to the dashboard</Link> : <Link to="/login">Log in</Link>} · <a href="/docs">API reference</a>
+      </p>
+    </section>
+  );
+}
+
+function Page({ path, signedIn }: { path: string; signedIn: boolean }) {
   const found = findRoute(path);
   if (found) return PAGES[found.route.page](found.params);
+  return <NotFoundPage path={path} signedIn={signedIn} />;
+}
+
+function SkipLink() {
   return (
-    <div className="card">
-      <h1>Not found</h1>
-      <p>
-        No page at <code>{path}</code>. <Link to="/">Back to the dashboard</Link>
-      </p>
-    </div>
+    <a className="skip-link" href="#main">
+      Skip to content
+    </a>
+  );
+}
+
+/** A page outside the signed-in shell (login, loading, errors): still a main landmark. */
+function Bare({ children }: { children: ReactNode }) {
+  return (
+    <>
+      <SkipLink />
+      <main id="main" tabIndex={-1}>
+        {children}
+      </main>
+    </>
   );
 }
 
 export function App() {
   const { info, error, logout } = useSession();
   const { path } = useLocation();
-  const isPublic = findRoute(path)?.route.access === 'public';
+  const found = findRoute(path);
+  const isPublic = found?.route.access === 'public';
+  const [menuOpen, setMenuOpen] = useState(false);
+  useEffect(() => setMenuOpen(false), [path]);
 
   useEffect(() => {
-    if (!info) return;
+    if (!info || !found) return;
     if (!info.authenticated && !isPublic) {
       const target = info.setupRequired ? '/setup' : '/login';
       navigate(path === '/' ? target : `${target}?next=${encodeURIComponent(path)}`, { replace: true });
     } else if (info.authenticated && isPublic) {
       navigate('/', { replace: true });
     }
-  }, [info, isPublic, path]);
+  }, [info, isPublic, path, found]);
 
-  if (error) return <div className="error boot">The dashboard could not reach the server: {error}</div>;
-  if (!info) return <div className="boot muted">Loading…</div>;
-  if (isPublic) return <Page path={path} />;
-  if (!info.authenticated || !info.account) return <div className="boot muted">Loading…</div>;
+  if (error)
+    return (
+      <Bare>
+        <div className="boot">
+          <ErrorBox error={new ApiError(0, 'NETWORK_ERROR', error)} onRetry={() => location.reload()} />
+        </div>
+      </Bare>
+    );
+  if (!info)
+    return (
+      <Bare>
+        <div className="boot muted">Loading…</div>
+      </Bare>
+    );
+  if (!found && !info.authenticated)
+    return (
+      <Bare>
+        <NotFoundPage path={path} signedIn={false} />
+      </Bare>
+    );
+  if (isPublic)
+    return (
+      <Bare>
+        <Page path={path} signedIn={false} />
+      </Bare>
+    );
+  if (!info.authenticated || !info.account)
+    return (
+      <Bare>
+        <div className="boot muted">Loading…</div>
+      </Bare>
+    );
   const account = info.account;
   const nav = NAV.filter((item) => !item.adminOnly || account.isAdmin);
   return (
     <div className="shell">
-      <header className="topbar">
+      <SkipLink />
+      <header className={menuOpen ? 'topbar open' : 'topbar'}>
         <Link to="/" className="brand">
           <img src="/favicon.svg" alt="" width={24} height={24} /> imgapi
         </Link>
-        <nav aria-label="Dashboard">
-          {nav.map((item) => (
-            <Link key={item.to} to={item.to} className={(item.to === '/' ? path === '/' : path.startsWith(item.to)) ? 'active' : undefined}>
-              {item.label}
-            </Link>
-          ))}
+        <button
+          type="button"
+          className="secondary menu-button"
+          aria-expanded={menuOpen}
+          aria-controls="dashboard-nav"
+          onClick={() => setMenuOpen((open) => !open)}
+        >
+          {menuOpen ? 'Close menu' : 'Menu'}
+        </button>
+        <nav aria-label="Dashboard" id="dashboard-nav" className={menuOpen ? 'open' : undefined}>
+          {nav.map((item) => {
+            const active = item.to === '/' ? path === '/' : path.startsWith(item.to);
+            return (
+              <Link key={item.to} to={item.to} className={active ? 'active' : undefined} current={active}>
+                {item.label}
+              </Link>
+            );
+          })}
         </nav>
         <div className="who">
           <span className="muted" data-testid="who">
@@ -94,8 +174,8 @@ export function App() {
           </button>
         </div>
       </header>
-      <main className="content">
-        <Page path={path} />
+      <main className="content" id="main" tabIndex={-1}>
+        <Page path={path} signedIn />
       </main>
       <footer className="footer muted small">
         API reference at <a href="/docs">/docs</a> · the dashboard calls the same <code>/api/*</code> routes with your session

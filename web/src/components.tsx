@@ -31,8 +31,33 @@ export function useAsync<T>(load: (signal: AbortSignal) => Promise<T>, deps: unk
   return { data, error, loading, reload, setData };
 }
 
-export function ErrorBox({ error }: { error: unknown }) {
+/** The request never reached the server (offline, server down): not the server's answer. */
+export function isOffline(error: unknown): boolean {
+  if (error instanceof ApiError) return error.status === 0 && error.code === 'NETWORK_ERROR';
+  return error instanceof TypeError;
+}
+
+/**
+ * An error as the person should read it: the server's code and message (and the fields it
+ * names), or, when the server could not be reached at all, that the dashboard is offline, with
+ * a way to try again. Either way it is never shown as an empty list.
+ */
+export function ErrorBox({ error, onRetry }: { error: unknown; onRetry?: () => void }) {
   if (!error) return null;
+  if (isOffline(error)) {
+    return (
+      <div className="state offline" role="alert" data-testid="offline">
+        <strong>Cannot reach the server.</strong> You may be offline, or the server is restarting; nothing here is lost.
+        {onRetry && (
+          <div className="state-actions">
+            <button type="button" className="secondary" onClick={onRetry}>
+              Try again
+            </button>
+          </div>
+        )}
+      </div>
+    );
+  }
   const e = error as Error;
   return (
     <div className="error" role="alert">
@@ -48,12 +73,68 @@ export function ErrorBox({ error }: { error: unknown }) {
               ))}
             </ul>
           )}
-          {e.requestId && <div className="muted small">request {e.requestId}</div>}
+          {e.requestId && <div className="small">request {e.requestId}</div>}
         </>
       ) : (
         e.message
       )}
+      {onRetry && (
+        <div className="state-actions">
+          <button type="button" className="secondary small" onClick={onRetry}>
+            Try again
+          </button>
+        </div>
+      )}
     </div>
+  );
+}
+
+/**
+ * A confirmation before something that cannot be undone: a modal dialog naming what happens,
+ * with the destructive button labelled by what it does. Escape or Cancel closes it.
+ */
+export function ConfirmDialog(props: {
+  open: boolean;
+  title: string;
+  children: ReactNode;
+  confirmLabel: string;
+  danger?: boolean;
+  onConfirm: () => void;
+  onCancel: () => void;
+}) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const dialog = ref.current;
+    if (!dialog) return;
+    if (props.open && !dialog.open) dialog.showModal();
+    if (!props.open && dialog.open) dialog.close();
+  }, [props.open]);
+  return (
+    <dialog
+      ref={ref}
+      className="confirm"
+      aria-labelledby="confirm-title"
+      data-testid="confirm-dialog"
+      onCancel={(event) => {
+        event.preventDefault();
+        props.onCancel();
+      }}
+    >
+      {props.open && (
+        <>
+          <h2 id="confirm-title">{props.title}</h2>
+          <div>{props.children}</div>
+          <div className="dialog-actions">
+            <button type="button" className="secondary" onClick={props.onCancel} autoFocus>
+              Cancel
+            </button>
+            <button type="button" className={props.danger ? 'danger' : undefined} onClick={props.onConfirm}>
+              {props.confirmLabel}
+            </button>
+          </div>
+        </>
+      )}
+    </dialog>
   );
 }
 

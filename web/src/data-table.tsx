@@ -6,8 +6,10 @@ import { api } from './api';
 import { useAsync } from './components';
 
 export interface Column<T> {
-  /** Nothing: an empty header cell (a thumbnail or an actions column). */
+  /** Without one, `label` is the header, for screen readers only (a thumbnail or an actions column). */
   header?: ReactNode;
+  /** The column's name where `header` is not plain text or is absent; default "Actions". */
+  label?: string;
   cell: (row: T) => ReactNode;
   className?: string;
   /** The cell's tooltip, e.g. the exact time behind a relative one. */
@@ -26,31 +28,47 @@ export function DataTable<T>(props: {
   loading?: boolean;
   /** Tighter rows, for a table inside a card of other things. */
   compact?: boolean;
+  /** The list could not be loaded: no "empty" text then (the error says what happened). */
+  error?: unknown;
+  /** The table's name for screen readers. */
+  caption?: string;
 }) {
+  if (props.rows.length === 0 && props.error) return null;
   if (props.empty !== undefined && props.rows.length === 0) {
-    return <p className="muted">{props.loading ? 'Loading…' : props.empty}</p>;
+    return (
+      <p className={props.loading ? 'muted' : 'muted state'} data-testid={props.testId} data-empty="">
+        {props.loading ? 'Loading…' : props.empty}
+      </p>
+    );
   }
+  const names = props.columns.map((column) => column.label ?? (typeof column.header === 'string' ? column.header : 'Actions'));
+  // On a phone the rows become cards, each cell labelled with its column's name (styles.css).
   return (
-    <table className={props.compact ? 'table compact' : 'table'} data-testid={props.testId}>
-      <thead>
-        <tr>
-          {props.columns.map((column, i) => (
-            <th key={i}>{column.header}</th>
-          ))}
-        </tr>
-      </thead>
-      <tbody>
-        {props.rows.map((row) => (
-          <tr key={props.rowKey(row)} {...props.rowAttributes?.(row)}>
+    <div className="table-wrap">
+      <table className={props.compact ? 'table compact cards' : 'table cards'} data-testid={props.testId}>
+        {props.caption && <caption className="sr-only">{props.caption}</caption>}
+        <thead>
+          <tr>
             {props.columns.map((column, i) => (
-              <td key={i} className={column.className} title={column.title?.(row)}>
-                {column.cell(row)}
-              </td>
+              <th key={i} scope="col" className={column.className === 'select' ? 'select' : undefined}>
+                {column.header ?? <span className="sr-only">{names[i]}</span>}
+              </th>
             ))}
           </tr>
-        ))}
-      </tbody>
-    </table>
+        </thead>
+        <tbody>
+          {props.rows.map((row) => (
+            <tr key={props.rowKey(row)} {...props.rowAttributes?.(row)}>
+              {props.columns.map((column, i) => (
+                <td key={i} className={column.className} title={column.title?.(row)} data-label={column.header === undefined ? undefined : names[i]}>
+                  <div className="cell">{column.cell(row)}</div>
+                </td>
+              ))}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 

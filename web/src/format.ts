@@ -1,7 +1,8 @@
 // How numbers and times read in the dashboard.
+/** Sizes in binary units, labelled as such: 1 GiB is 1,073,741,824 bytes (the plans' limits are). */
 export function bytes(n: number): string {
   if (!Number.isFinite(n)) return '—';
-  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let value = n;
   let unit = 0;
   while (value >= 1024 && unit < units.length - 1) {
@@ -13,10 +14,19 @@ export function bytes(n: number): string {
 
 export const count = (n: number) => n.toLocaleString('en-US');
 
+/** A date and time in the browser's time zone, with the zone named ("22 Nov 2026, 14:05 GMT+1"). */
 export function dateTime(iso: string | null | undefined): string {
   if (!iso) return '—';
   const d = new Date(iso);
-  return d.toLocaleString('en-GB', { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+  return d.toLocaleString('en-GB', { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', timeZoneName: 'short' });
+}
+
+/** When a quota resets: in the browser's zone and in UTC, the zone the server counts in. */
+export function resetTime(iso: string | null | undefined): string {
+  if (!iso) return '—';
+  const local = dateTime(iso);
+  const utc = new Date(iso).toLocaleString('en-GB', { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', timeZone: 'UTC' });
+  return local.endsWith('UTC') ? local : `${local} (${utc} UTC)`;
 }
 
 export function relative(iso: string | null | undefined): string {
@@ -36,7 +46,7 @@ export function seconds(n: number): string {
 }
 
 /** "monthlyTasks" → "Monthly tasks" */
-const ACRONYMS: Record<string, string> = { api: 'API', id: 'ID', pdf: 'PDF' };
+const ACRONYMS: Record<string, string> = { api: 'API', id: 'ID', pdf: 'PDF', libreoffice: 'LibreOffice' };
 
 export function label(name: string): string {
   if (/FileId$/.test(name)) return label(name.replace(/FileId$/, '')) + ' file';

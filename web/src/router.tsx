@@ -37,14 +37,14 @@ export function match(pattern: string, path: string): Record<string, string> | n
   return params;
 }
 
-export function Link(props: { to: string; children: ReactNode; className?: string; title?: string }) {
+export function Link(props: { to: string; children: ReactNode; className?: string; title?: string; current?: boolean }) {
   const onClick = (event: MouseEvent<HTMLAnchorElement>) => {
     if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
     event.preventDefault();
     navigate(props.to);
   };
   return (
-    <a href={props.to} onClick={onClick} className={props.className} title={props.title}>
+    <a href={props.to} onClick={onClick} className={props.className} title={props.title} aria-current={props.current ? 'page' : undefined}>
       {props.children}
     </a>
   );

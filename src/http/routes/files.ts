@@ -225,13 +225,21 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
         tags,
         security: API_SECURITY,
         summary: 'List files',
-        description: 'Live files, newest first.',
-        querystring: { type: 'object', additionalProperties: false, properties: paginationQuery },
+        description: 'Live files, newest first. `q` keeps those whose filename contains the text (case-insensitive).',
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            ...paginationQuery,
+            q: { type: 'string', minLength: 1, maxLength: 255, description: 'Only files whose filename contains this text, ignoring case.' },
+          },
+        },
         response: apiResponses({ 200: jsonData('A page of files', 'FileList') }, [...API_READ, ...VALIDATED]),
       },
     },
-    async (request: FastifyRequest<{ Querystring: { limit: number; cursor?: string } }>) => {
-      const { files, nextCursor } = await listFiles(database, request.account.id, clock.now(), request.query.limit, request.query.cursor);
+    async (request: FastifyRequest<{ Querystring: { limit: number; cursor?: string; q?: string } }>) => {
+      const { limit, cursor, q } = request.query;
+      const { files, nextCursor } = await listFiles(database, request.account.id, clock.now(), limit, cursor, q);
       return { success: true, data: { files: files.map(fileToApi), nextCursor } };
     },
   );

@@ -1,9 +1,10 @@
 // The operator's page: queue depth and recent failures, accounts and their plans, invitations.
 import { useEffect, useState, type FormEvent } from 'react';
 import { api } from '../api';
-import { CopyButton, ErrorBox, PageTitle, useAsync } from '../components';
+import { ConfirmDialog, CopyButton, ErrorBox, PageTitle, useAsync } from '../components';
 import { DataTable, Pager, usePagedList, type Column } from '../data-table';
-import { bytes, count, dateTime, relative } from '../format';
+import { bytes, count, dateTime, label, relative } from '../format';
+import { Link } from '../router';
 
 interface AdminAccount {
   accountId: string;
@@ -21,6 +22,8 @@ interface Failure {
   type: string;
   email: string;
   error: { code: string; message: string };
+  /** input: the input's or the account's (a broken file, a quota); system: the service's. */
+  fault: 'input' | 'system';
   attempts: number;
   failedAt: string | null;
 }
@@ -64,7 +67,10 @@ const FAILURE_COLUMNS: Column<Failure>[] = [
       <>
         <strong>{f.error.code}</strong> {f.error.message}
         <div className="muted small">
-          <code>{f.taskId}</code> · {f.attempts} attempt{f.attempts === 1 ? '' : 's'}
+          <Link to={`/tasks/${f.taskId}`}>
+            <code>{f.taskId}</code>
+          </Link>{' '}
+          · {f.attempts} attempt{f.attempts === 1 ? '' : 's'}
         </div>
       </>
     ),
@@ -81,7 +87,7 @@ function QueueCard() {
   return (
     <section className="card" data-testid="queue">
       <h2>Queue</h2>
-      <ErrorBox error={queue.error} />
+      <ErrorBox error={queue.error} onRetry={queue.reload} />
       {q && (
         <>
           <div className="stats">
@@ -89,11 +95,63 @@ function QueueCard() {
             <Stat value={q.processing} label="processing" testId="queue-processing" />
           </div>
           {q.byKind.length > 0 && <p className="muted small">{q.byKind.map((k) => `${k.type} ${k.status}: ${k.count}`).join(' · ')}</p>}
-          <h3>Recent failures</h3>
-          <DataTable compact testId="failures" rows={q.recentFailures} columns={FAILURE_COLUMNS} rowKey={(f) => f.taskId} empty="None." />
+          <h3>System faults</h3>
+          <p className="muted small">The service's own failures (a bug, a lost worker, a job over its time budget): these need the operator.</p>
+          <DataTable
+            compact
+            testId="failures-system"
+            caption="Recent system faults"
+            rows={q.recentFailures.filter((f) => f.fault === 'system')}
+            columns={FAILURE_COLUMNS}
+            rowKey={(f) => f.taskId}
+            empty="None recently."
+          />
+          <h3>Input errors</h3>
+          <p className="muted small">
+            Failures caused by the input or the account (a broken file, an unreachable target size, a quota): the customer can fix these.
+          </p>
+          <DataTable
+            compact
+            testId="failures"
+            caption="Recent input errors"
+            rows={q.recentFailures.filter((f) => f.fault === 'input')}
+            columns={FAILURE_COLUMNS}
+            rowKey={(f) => f.taskId}
+            empty="None recently."
+          />
         </>
       )}
     </section>
+  );
+}
+
+/** A plan picked in a row, not saved until Save and the confirmation. */
+function PlanEditor({ account, plans, onSave }: { account: AdminAccount; plans: string[]; onSave: (account: AdminAccount, plan: string) => void }) {
+  const [plan, setPlan] = useState(account.plan);
+  useEffect(() => setPlan(account.plan), [account.plan]);
+  return (
+    <div className="plan-edit">
+      <select aria-label={`plan of ${account.email}`} value={plan} onChange={(e) => setPlan(e.target.value)}>
+        {plans.map((p) => (
+          <option key={p}>{p}</option>
+        ))}
+      </select>
+      {plan !== account.plan && (
+        <>
+          <button type="button" className="small" onClick={() => onSave(account, plan)} aria-label={`Save the plan of ${account.email}`}>
+            Save
+          </button>
+          <button
+            type="button"
+            className="secondary small"
+            onClick={() => setPlan(account.plan)}
+            aria-label={`Undo the plan change of ${account.email}`}
+          >
+            Undo
+          </button>
+        </>
+      )}
+    </div>
   );
 }
 
@@ -106,7 +164,9 @@ function AccountsCard() {
   });
   const [error, setError] = useState<unknown>();
   const [saved, setSaved] = useState<string>();
+  const [pending, setPending] = useState<{ account: AdminAccount; plan: string }>();
   const changePlan = async (account: AdminAccount, plan: string) => {
+    setPending(undefined);
     setError(undefined);
     try {
       await api.patch(`/dashboard-api/admin/accounts/${encodeURIComponent(account.accountId)}`, { plan });
@@ -119,21 +179,16 @@ function AccountsCard() {
   const columns: Column<AdminAccount>[] = [
     {
       header: 'Email',
+      className: 'wrap',
       cell: (a) => (
-        <>
+        <div>
           {a.email} {a.isAdmin && <span className="badge">operator</span>}
-        </>
+        </div>
       ),
     },
     {
       header: 'Plan',
-      cell: (a) => (
-        <select aria-label={`plan of ${a.email}`} value={a.plan} onChange={(e) => changePlan(a, e.target.value)}>
-          {(list.data?.plans ?? []).map((p) => (
-            <option key={p}>{p}</option>
-          ))}
-        </select>
-      ),
+      cell: (a) => <PlanEditor account={a} plans={list.data?.plans ?? []} onSave={(account, plan) => setPending({ account, plan })} />,
     },
     { header: 'Tasks this month', cell: (a) => count(a.monthlyTasks) },
     { header: 'Storage', cell: (a) => bytes(a.storageBytes) },
@@ -141,10 +196,11 @@ function AccountsCard() {
     { header: 'Created', title: (a) => a.createdAt, cell: (a) => dateTime(a.createdAt) },
   ];
   return (
-    <section className="card">
-      <h2>Accounts</h2>
+    <section className="card" aria-labelledby="accounts-title">
+      <h2 id="accounts-title">Accounts</h2>
       <form
         className="form inline"
+        role="search"
         onSubmit={(e) => {
           e.preventDefault();
           list.reset();
@@ -153,13 +209,13 @@ function AccountsCard() {
       >
         <label>
           Search
-          <input name="q" placeholder="email" value={search} onChange={(e) => setSearch(e.target.value)} />
+          <input name="q" type="search" placeholder="email" value={search} onChange={(e) => setSearch(e.target.value)} />
         </label>
         <button type="submit" className="secondary">
           Find
         </button>
       </form>
-      <ErrorBox error={error ?? list.error} />
+      <ErrorBox error={error ?? list.error} onRetry={list.error ? list.reload : undefined} />
       {saved && (
         <div className="notice ok" role="status">
           {saved}
@@ -167,12 +223,69 @@ function AccountsCard() {
       )}
       <DataTable
         testId="accounts-table"
+        caption="Accounts"
         rows={list.data?.accounts ?? []}
         columns={columns}
         rowKey={(a) => a.accountId}
         rowAttributes={(a) => ({ 'data-email': a.email })}
+        empty={q ? `No account's email contains “${q}”.` : 'No accounts.'}
+        loading={list.loading}
+        error={list.error}
       />
       <Pager list={list} />
+      <ConfirmDialog
+        open={!!pending}
+        title="Change the plan?"
+        confirmLabel={pending ? `Move to ${pending.plan}` : 'Move'}
+        onCancel={() => setPending(undefined)}
+        onConfirm={() => pending && changePlan(pending.account, pending.plan)}
+      >
+        {pending && (
+          <p data-testid="plan-confirm-text">
+            Move <strong>{pending.account.email}</strong> from <strong>{pending.account.plan}</strong> to <strong>{pending.plan}</strong>? Its limits
+            and its API keys change within a second.
+          </p>
+        )}
+      </ConfirmDialog>
+    </section>
+  );
+}
+
+interface Readiness {
+  status: string;
+  checks: Record<string, { ok: boolean; required: boolean; detail?: string }>;
+}
+
+/** The server's readiness checks (GET /readyz): database, storage, converters, sandbox. */
+function HealthCard() {
+  const health = useAsync(async (signal) => {
+    const response = await fetch('/readyz', { signal, headers: { accept: 'application/json' } });
+    return (await response.json()) as Readiness;
+  }, []);
+  const checks = Object.entries(health.data?.checks ?? {});
+  return (
+    <section className="card" data-testid="health" aria-labelledby="health-title">
+      <h2 id="health-title">
+        Health {health.data && <span className={health.data.status === 'ready' ? 'badge ok' : 'badge bad'}>{health.data.status}</span>}
+      </h2>
+      <ErrorBox error={health.error} onRetry={health.reload} />
+      {health.loading && !health.data && <p className="muted">Loading…</p>}
+      {checks.length > 0 && (
+        <ul className="health">
+          {checks.map(([name, check]) => (
+            <li key={name} data-check={name}>
+              <span className={check.ok ? 'badge ok' : 'badge bad'}>{check.ok ? 'ok' : 'down'}</span>
+              <strong>{label(name)}</strong>
+              <span className="muted small">{check.required ? 'required' : 'optional'}</span>
+              {check.detail && <span className="small">{check.detail}</span>}
+            </li>
+          ))}
+        </ul>
+      )}
+      <p className="muted small">
+        From <a href="/readyz">/readyz</a>: converters (LibreOffice, poppler) and the sandbox are reported, never fatal; the kinds that need a missing
+        one fail until it is installed.
+      </p>
     </section>
   );
 }
@@ -193,7 +306,9 @@ function InvitesCard() {
       setError(err);
     }
   };
+  const [revoking, setRevoking] = useState<Invite>();
   const revoke = async (inviteId: string) => {
+    setRevoking(undefined);
     try {
       await api.del(`/dashboard-api/admin/invites/${encodeURIComponent(inviteId)}`);
       list.reload();
@@ -213,15 +328,15 @@ function InvitesCard() {
     {
       cell: (i) =>
         open(i) && (
-          <button type="button" className="secondary" onClick={() => revoke(i.inviteId)}>
+          <button type="button" className="secondary" onClick={() => setRevoking(i)} aria-label={`Revoke invitation ${i.prefix}`}>
             Revoke
           </button>
         ),
     },
   ];
   return (
-    <section className="card">
-      <h2>Invitations</h2>
+    <section className="card" aria-labelledby="invites-title">
+      <h2 id="invites-title">Invitations</h2>
       {list.data && (
         <p className="muted">
           Sign-up is <strong>{list.data.signupMode}</strong> (<code>SIGNUP_MODE</code>).{' '}
@@ -254,9 +369,26 @@ function InvitesCard() {
         rows={list.data?.invites ?? []}
         columns={columns}
         rowKey={(i) => i.inviteId}
+        caption="Invitations"
         empty="No invitations yet."
         loading={list.loading}
+        error={list.error}
       />
+      <ConfirmDialog
+        open={!!revoking}
+        title="Revoke this invitation?"
+        confirmLabel="Revoke invitation"
+        danger
+        onCancel={() => setRevoking(undefined)}
+        onConfirm={() => revoking && revoke(revoking.inviteId)}
+      >
+        {revoking && (
+          <p>
+            The code <code>{revoking.prefix}…</code>
+            {revoking.email ? ` for ${revoking.email}` : ''} stops working at once.
+          </p>
+        )}
+      </ConfirmDialog>
     </section>
   );
 }
@@ -265,6 +397,7 @@ export function AdminPage() {
   return (
     <>
       <PageTitle title="Operator" />
+      <HealthCard />
       <QueueCard />
       <AccountsCard />
       <InvitesCard />

@@ -2,7 +2,7 @@
 // per day for the last 30 days (GET /api/account and /api/account/usage, with the session).
 import { api, type AccountInfo } from '../api';
 import { ErrorBox, PageTitle, UsageBar, useAsync } from '../components';
-import { bytes, count, dateTime, label, seconds } from '../format';
+import { bytes, count, label, resetTime, seconds } from '../format';
 import { Link } from '../router';
 import { GettingStarted } from '../api-request';
 
@@ -92,14 +92,14 @@ export function OverviewPage() {
               label="Tasks this month"
               usage={a.usage.monthlyTasks}
               format={count}
-              note={`Resets ${dateTime(a.usage.monthlyTasks.resetsAt)}`}
+              note={`Resets ${resetTime(a.usage.monthlyTasks.resetsAt)}`}
             />
             <UsageBar
               testId="usage-batch"
               label="Batch files today"
               usage={a.usage.dailyBatchFiles}
               format={count}
-              note={a.usage.dailyBatchFiles.limit > 0 ? `Resets ${dateTime(a.usage.dailyBatchFiles.resetsAt)}` : 'Batches are not part of this plan'}
+              note={a.usage.dailyBatchFiles.limit > 0 ? `Resets ${resetTime(a.usage.dailyBatchFiles.resetsAt)}` : 'Batches are not part of this plan'}
             />
             <UsageBar testId="usage-storage" label="Storage" usage={a.usage.storageBytes} format={bytes} />
           </section>

@@ -20,6 +20,7 @@ export function TasksPage() {
   }, [unfinished, list.data, list.reload]);
   const columns: Column<ApiTask>[] = [
     {
+      label: 'Preview',
       cell: (task) =>
         task.outputFileId && task.status === 'completed' ? (
           <Thumb fileId={task.outputFileId} alt={`output of ${task.taskId}`} box={128} />
@@ -65,6 +66,7 @@ export function TasksPage() {
       ),
     },
     {
+      label: 'Download',
       cell: (task) => (
         <div className="actions">
           {task.outputFileId && task.status === 'completed' && (
@@ -82,6 +84,7 @@ export function TasksPage() {
         <label className="inline-label">
           Status{' '}
           <select
+            name="status"
             value={status}
             onChange={(e) => {
               setStatus(e.target.value);
@@ -95,15 +98,17 @@ export function TasksPage() {
           </select>
         </label>
       </PageTitle>
-      <ErrorBox error={list.error} />
-      <section className="card">
+      <ErrorBox error={list.error} onRetry={list.reload} />
+      <section className="card" aria-label="Your tasks">
         <DataTable
           testId="tasks-table"
+          caption="Tasks"
+          error={list.error}
           rows={tasks}
           columns={columns}
           rowKey={(task) => task.taskId}
           rowAttributes={(task) => ({ 'data-task-id': task.taskId })}
-          empty="No tasks. Start one in the playground."
+          empty={status ? `No ${status} tasks.` : 'No tasks. Start one in the playground.'}
           loading={list.loading}
         />
         <Pager list={list} />

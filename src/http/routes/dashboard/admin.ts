@@ -12,7 +12,14 @@ import { idParam } from '../../schemas.js';
 import { accountView } from './auth.js';
 
 const hidden = { hide: true, tags: ['Dashboard'] };
-const RECENT_FAILURES = 20;
+const RECENT_FAILURES = 40;
+
+/**
+ * Failures that are the service's fault, not the input's: a bug, a worker lost twice (poison
+ * task), a job over its time budget. Everything else (a broken image, a target size that
+ * cannot be reached, an encrypted document, a quota) is the input's or the account's.
+ */
+const SYSTEM_FAULTS = new Set(['INTERNAL_ERROR', 'PROCESSING_TIMEOUT', 'CONVERSION_TIMEOUT']);
 
 export function adminRoutes(app: FastifyInstance, services: Services): void {
   const { database, clock, config } = services;
@@ -85,6 +92,7 @@ export function adminRoutes(app: FastifyInstance, services: Services): void {
           type: row.type,
           email: row.email,
           error: { code: row.error_code ?? 'INTERNAL_ERROR', message: row.error_message ?? '' },
+          fault: SYSTEM_FAULTS.has(row.error_code ?? 'INTERNAL_ERROR') ? 'system' : 'input',
           attempts: row.attempts,
           createdAt: iso(row.created_at),
           failedAt: row.completed_at === null ? null : iso(row.completed_at),

@@ -3,12 +3,14 @@
 // inline, no framing. Its pages all answer index.html (the app routes in the browser); every
 // other path keeps its own meaning (/api, /docs, /openapi.json, /uploads, /healthz, …). The
 // pages are those the build lists in pages.json, from the dashboard's route table
-// (web/src/routes.ts), so the server and the browser cannot disagree about them.
+// (web/src/routes.ts), so the server and the browser cannot disagree about them. A browser's
+// GET of an unknown path answers index.html with 404, and the dashboard shows its 404 page.
 import fs from 'node:fs';
 import path from 'node:path';
 import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Services } from '../../../services.js';
+import { setNotFoundPage } from '../../errors.js';
 
 /** The paths the build in `dir` routes (pages.json: URL patterns such as /tasks/:taskId), or undefined. */
 function builtPages(dir: string): string[] | undefined {
@@ -68,6 +70,9 @@ export async function webRoutes(app: FastifyInstance, services: Services): Promi
       'the dashboard build lists no pages (pages.json): only / is served; run `npm run setup` to rebuild web/',
     );
   for (const page of pages ?? ['/']) app.get(page, { schema: { hide: true } }, sendIndex);
+  // A browser that navigates to any other path (outside /api) gets the dashboard with status 404:
+  // it shows its own "not found" page, with the way back, instead of the JSON error.
+  if (built) setNotFoundPage(app, async (request, reply) => sendIndex(request, reply.code(404)));
 
   if (!built) return;
   // Hashed file names: cached for good. Only what the build put in assets/ (and the icon) is served.

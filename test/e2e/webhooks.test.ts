@@ -249,9 +249,36 @@ for (const dialect of DIALECTS) {
   describe(`webhooks without WEBHOOK_ALLOW_PRIVATE_NETWORKS (${dialect})`, () => {
     let server: TestServer;
     before(async () => {
-      server = await startServer({ dialect, workers: 0 });
+      // No workers: events are queued (and listed) but nothing is sent. Max accounts have a tiny pixel limit.
+      server = await startServer({ dialect, workers: 0, plans: { max: { maxPixels: 100 } } });
     });
     after(async () => server?.close());
+
+    it('queues task.canceled and batch.completed when tasks are canceled, task.failed when a task fails when queued', async () => {
+      const client = new Client(server.url, await server.newKey('pro'));
+      // A public address literal: accepted without resolving anything, never contacted here.
+      const created = await client.post('/api/webhooks', { url: 'http://8.8.8.8:9/hook' });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      const { webhookId } = created.body.data;
+      const fileId = await client.uploadOk(await png('#ccc'), 'grey.png');
+      const single = await client.post('/api/process/resize', { fileId, width: 10 });
+      assert.equal((await client.request('DELETE', `/api/tasks/${single.body.data.taskId}`)).status, 200);
+      const batch = await client.post('/api/process/batch/flip', { fileIds: [fileId, fileId], direction: 'both' });
+      assert.equal((await client.request('DELETE', `/api/batches/${batch.body.data.batchId}`)).status, 200);
+      const deliveries = (await client.get(`/api/webhooks/${webhookId}/deliveries`)).body.data.deliveries as any[];
+      assert.deepEqual(deliveries.map((d) => d.event).sort(), ['batch.completed', 'task.canceled', 'task.canceled', 'task.canceled']);
+      assert.ok(deliveries.every((d) => d.status === 'pending' && d.attempts === 0));
+
+      const max = new Client(server.url, await server.newKey('max'));
+      const maxHook = await max.post('/api/webhooks', { url: 'http://8.8.8.8:9/max', events: ['task.failed'] });
+      const tooLarge = await max.post('/api/process/resize', { fileId: await max.uploadOk(await png('#ccc'), 'big.png'), width: 10 });
+      assert.equal(tooLarge.body.data.status, 'failed');
+      const failed = (await max.get(`/api/webhooks/${maxHook.body.data.webhookId}/deliveries`)).body.data.deliveries as any[];
+      assert.deepEqual(
+        failed.map((d) => d.event),
+        ['task.failed'],
+      );
+    });
 
     it('refuses loopback, private, link-local and metadata destinations at creation', async () => {
       const client = new Client(server.url, await server.newKey('pro'));

@@ -274,6 +274,37 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     await panel.locator('button[data-language=sdk]').click();
     const code = (await panel.locator('pre').textContent())!;
     assert.match(code, /imgapi\.process\("compress", \{fileId: "file_[^"]+", quality: 60\}\)/);
+  });
+
+  it('a pipeline is built step by step: added, reordered, removed, checked before sending', async (t) => {
+    const jpegId = await client.uploadOk(JPEG);
+    await page.goto(`${server.url}/playground?fileId=${jpegId}&kind=pipeline`);
+    await page.locator('[data-testid=picked-files] li[data-state=uploaded]').waitFor();
+    const kinds = await page.getByTestId('kind').locator('option').allTextContents();
+    if (!kinds.includes('pipeline')) return t.skip('this service has no pipeline kind');
+    await page.getByTestId('kind').selectOption('pipeline');
+    const before = processCalls.length;
+    await page.getByTestId('run').click();
+    assert.equal((await page.getByTestId('problem-steps').textContent())!.trim(), 'Add at least one step.');
+    assert.equal(processCalls.length, before, 'nothing sent without steps');
+    const steps = page.getByTestId('steps');
+    for (const kind of ['resize', 'rotate', 'flip']) {
+      await page.getByTestId('step-kind').selectOption(kind);
+      await page.getByTestId('add-step').click();
+    }
+    await steps.locator('li[data-step="0"] [data-field=width] input').fill('200');
+    await steps.locator('li[data-step="1"] [data-field=angle] input').fill('90');
+    await page.getByRole('button', { name: 'remove step 3' }).click();
+    await page.getByRole('button', { name: 'move step 2 up' }).click();
+    assert.deepEqual(await steps.locator('li.step').evaluateAll((items) => items.map((li) => li.getAttribute('data-kind'))), ['rotate', 'resize']);
+    await page.getByTestId('run').click();
+    await waitCompleted();
+    // Rotated first (320×240 → 240×320), then 200 wide: the order is the editor's.
+    assert.match((await page.getByTestId('result-meta').textContent())!, /200×26[67]/);
+    const panel = page.getByTestId('api-request');
+    await panel.locator('summary').click();
+    await panel.locator('button[data-language=cli]').click();
+    assert.match((await panel.locator('pre').textContent())!, /--step rotate:angle=90 --step resize:width=200/);
     assert.deepEqual(pageErrors, [], 'no uncaught errors in the pages');
   });
 });

@@ -119,6 +119,15 @@ export function cliOptions(options: Record<string, unknown>): string[] {
   for (const [name, value] of Object.entries(options)) {
     if (value === undefined || value === false) continue;
     if (value === true) words.push(`--${kebab(name)}`);
+    else if (name === 'steps' && Array.isArray(value)) {
+      // A pipeline's steps: `--step kind:name=value,…`, in order (src/cli/job-options.ts stepValue).
+      for (const step of value as Record<string, unknown>[]) {
+        const { kind, ...options } = step;
+        const pairs = Object.entries(options).map(([option, v]) => `${kebab(option)}=${typeof v === 'object' ? JSON.stringify(v) : String(v)}`);
+        words.push('--step', shellQuote(pairs.length ? `${String(kind)}:${pairs.join(',')}` : String(kind)));
+      }
+    } else if (Array.isArray(value) && value.some((v) => typeof v === 'object' && v !== null))
+      words.push(`--${kebab(name)}`, shellQuote(JSON.stringify(value)));
     else if (Array.isArray(value)) words.push(`--${kebab(name)}`, shellQuote(value.join(',')));
     else if (typeof value === 'object' && value !== null) words.push(`--${kebab(name)}`, shellQuote(JSON.stringify(value)));
     else words.push(`--${kebab(name)}`, shellQuote(String(value)));

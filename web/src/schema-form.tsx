@@ -22,6 +22,11 @@ export interface JsonSchema {
   items?: JsonSchema;
   properties?: Record<string, JsonSchema>;
   required?: string[];
+  /** A pipeline's steps: one alternative per step kind, told apart by `kind`'s const. */
+  oneOf?: JsonSchema[];
+  const?: unknown;
+  minItems?: number;
+  maxItems?: number;
 }
 
 export type FormValues = Record<string, string | boolean>;
@@ -85,11 +90,12 @@ function Field(props: {
   onChange: (value: string | boolean) => void;
   problem?: string;
   disabledReason?: string;
+  idPrefix: string;
   renderFileField?: (field: { id: string; name: string; value: string; onChange: (value: string) => void; disabled: boolean }) => ReactNode;
 }) {
   const { name, schema, value, onChange, problem, disabledReason } = props;
   const type = typeOf(schema);
-  const id = `option-${name}`;
+  const id = `${props.idPrefix}${name}`;
   const disabled = disabledReason !== undefined;
   const range = rangeText(schema);
   const describedBy = [`${id}-help`, problem ? `${id}-problem` : ''].filter(Boolean).join(' ');
@@ -173,6 +179,8 @@ export function SchemaForm(props: {
   problems: Record<string, string>;
   /** Fields turned off by a rule, with why. */
   disabled: ReadonlyMap<string, string>;
+  /** Prefix of the fields' ids (several forms on a page: a pipeline's steps). */
+  idPrefix?: string;
   renderFileField?: (field: { id: string; name: string; value: string; onChange: (value: string) => void; disabled: boolean }) => ReactNode;
 }) {
   const entries = Object.entries(props.properties);
@@ -189,6 +197,7 @@ export function SchemaForm(props: {
           onChange={(value) => props.onChange({ ...props.values, [name]: value })}
           problem={props.problems[name]}
           disabledReason={props.disabled.get(name)}
+          idPrefix={props.idPrefix ?? 'option-'}
           renderFileField={props.renderFileField}
         />
       ))}

@@ -6,7 +6,7 @@
 // before/after with zoom, a slide gallery for decks, batch totals and a ZIP of everything, and
 // the API request that reproduces the run. All through /api/* with the session, within the
 // account's plan (Free included).
-import { useEffect, useMemo, useRef, useState, type DragEvent } from 'react';
+import { useEffect, useMemo, useRef, useState, type DragEvent, type ReactNode } from 'react';
 import { api, ApiError, downloadUrl, fetchBlob, isFinished, previewUrl, uploadFile, type ApiFile, type ApiTask } from '../api';
 import { ApiRequestPanel } from '../api-request';
 import type { JobCall } from '../api-snippets';
@@ -69,6 +69,142 @@ const INPUT_FIELDS = new Set(['fileId', 'fileIds']);
 const SIZE_KINDS = new Set(['compress', 'convert']);
 const HISTORY_KEY = 'imgapi.playground.history';
 let nextLocalId = 1;
+let nextStepId = 1;
+
+/** A step kind of a pipeline's `steps` (one alternative of its items' oneOf). */
+interface StepKind {
+  kind: string;
+  properties: Record<string, JsonSchema>;
+  required: string[];
+}
+
+interface StepState {
+  id: number;
+  kind: string;
+  values: FormValues;
+}
+
+/** The step kinds an array option takes (a pipeline's steps), from its items' alternatives; else none. */
+function stepKindsOf(schema: JsonSchema | undefined): StepKind[] {
+  const alternatives = schema?.type === 'array' ? schema.items?.oneOf : undefined;
+  return (alternatives ?? []).flatMap((alternative) => {
+    const kind = alternative.properties?.kind?.const;
+    if (typeof kind !== 'string') return [];
+    const properties = Object.fromEntries(Object.entries(alternative.properties ?? {}).filter(([name]) => name !== 'kind'));
+    return [{ kind, properties, required: (alternative.required ?? []).filter((name) => name !== 'kind') }];
+  });
+}
+
+type FileFieldRenderer = (field: { id: string; name: string; value: string; onChange: (value: string) => void; disabled: boolean }) => ReactNode;
+
+/** A pipeline's steps: add a kind, fill its options (its own schema form), reorder, remove. */
+function StepEditor(props: {
+  kinds: StepKind[];
+  steps: StepState[];
+  onChange: (steps: StepState[]) => void;
+  problems: Record<string, string>[];
+  listProblem?: string;
+  rulesOf: (kind: string) => OptionRules | undefined;
+  max: number;
+  renderFileField: FileFieldRenderer;
+}) {
+  const { kinds, steps, onChange } = props;
+  const [adding, setAdding] = useState(kinds[0]?.kind ?? '');
+  const move = (index: number, by: number) => {
+    const list = [...steps];
+    const [step] = list.splice(index, 1);
+    list.splice(index + by, 0, step!);
+    onChange(list);
+  };
+  return (
+    <div className={`steps-editor ${props.listProblem ? 'field-invalid' : ''}`} data-testid="steps" data-field="steps">
+      <div className="steps-title">
+        Steps <code className="muted small">steps</code>
+      </div>
+      {steps.length === 0 && <p className="muted small">No steps yet: add the transforms in the order they should run.</p>}
+      <ol className="step-list">
+        {steps.map((step, index) => {
+          const kind = kinds.find((k) => k.kind === step.kind);
+          return (
+            <li key={step.id} className="step" data-step={index} data-kind={step.kind}>
+              <div className="step-head">
+                <strong>
+                  {index + 1}. {step.kind}
+                </strong>
+                <div className="actions">
+                  <button
+                    type="button"
+                    className="secondary small"
+                    disabled={index === 0}
+                    onClick={() => move(index, -1)}
+                    aria-label={`move step ${index + 1} up`}
+                  >
+                    ↑
+                  </button>
+                  <button
+                    type="button"
+                    className="secondary small"
+                    disabled={index === steps.length - 1}
+                    onClick={() => move(index, 1)}
+                    aria-label={`move step ${index + 1} down`}
+                  >
+                    ↓
+                  </button>
+                  <button
+                    type="button"
+                    className="secondary small"
+                    onClick={() => onChange(steps.filter((s) => s.id !== step.id))}
+                    aria-label={`remove step ${index + 1}`}
+                  >
+                    ✕
+                  </button>
+                </div>
+              </div>
+              {kind && (
+                <SchemaForm
+                  idPrefix={`step-${step.id}-`}
+                  properties={kind.properties}
+                  required={kind.required}
+                  values={step.values}
+                  onChange={(values) => onChange(steps.map((s) => (s.id === step.id ? { ...s, values } : s)))}
+                  problems={props.problems[index] ?? {}}
+                  disabled={disabledFields(step.values, props.rulesOf(step.kind))}
+                  renderFileField={props.renderFileField}
+                />
+              )}
+            </li>
+          );
+        })}
+      </ol>
+      {props.listProblem && (
+        <div className="error-text small" data-testid="problem-steps">
+          {props.listProblem}
+        </div>
+      )}
+      <div className="run">
+        <select aria-label="kind of the next step" value={adding} onChange={(e) => setAdding(e.target.value)} data-testid="step-kind">
+          {kinds.map((k) => (
+            <option key={k.kind} value={k.kind}>
+              {k.kind}
+            </option>
+          ))}
+        </select>
+        <button
+          type="button"
+          className="secondary"
+          disabled={steps.length >= props.max}
+          onClick={() => onChange([...steps, { id: nextStepId++, kind: adding, values: {} }])}
+          data-testid="add-step"
+        >
+          Add step
+        </button>
+        <span className="muted small">
+          {steps.length} of at most {props.max}
+        </span>
+      </div>
+    </div>
+  );
+}
 
 function loadHistory(): RunRecord[] {
   try {
@@ -430,6 +566,7 @@ export function PlaygroundPage() {
   const [kind, setKind] = useState(query.get('kind') ?? 'compress');
   const op = operations.find((o) => o.kind === kind) ?? operations[0];
   const [values, setValues] = useState<FormValues>({});
+  const [steps, setSteps] = useState<StepState[]>([]);
   const [picked, setPicked] = useState<Picked[]>([]);
   const [showStored, setShowStored] = useState(false);
   const [dragging, setDragging] = useState(false);
@@ -446,6 +583,7 @@ export function PlaygroundPage() {
   useEffect(() => () => following.current?.abort(), []);
   useEffect(() => {
     setValues({});
+    setSteps([]);
     setChecked(false);
     setSubmitError(undefined);
   }, [kind]);
@@ -521,21 +659,43 @@ export function PlaygroundPage() {
 
   const ready = picked.filter((p) => p.state === 'uploaded' && p.uploaded);
   const uploading = picked.some((p) => p.state === 'uploading');
+  const stepKinds = useMemo(() => stepKindsOf(op?.body.properties.steps), [op]);
   const options = useMemo(() => {
     if (!op) return { properties: {} as Record<string, JsonSchema>, required: [] as string[] };
-    const properties = Object.fromEntries(Object.entries(op.body.properties).filter(([name]) => !INPUT_FIELDS.has(name)));
-    return { properties, required: (op.body.required ?? []).filter((name) => !INPUT_FIELDS.has(name)) };
-  }, [op]);
+    // A pipeline's steps have their own editor; every other option is a field of the form.
+    const own = (name: string) => !INPUT_FIELDS.has(name) && !(name === 'steps' && stepKinds.length > 0);
+    const properties = Object.fromEntries(Object.entries(op.body.properties).filter(([name]) => own(name)));
+    return { properties, required: (op.body.required ?? []).filter(own) };
+  }, [op, stepKinds]);
+  const rulesOf = (kind: string) => operations.find((o) => o.kind === kind)?.rules;
+  const stepKindOf = (kind: string) => stepKinds.find((k) => k.kind === kind);
   const disabled = disabledFields(values, op?.rules);
   const clientProblems = validateForm(options.properties, options.required, values, op?.rules);
+  const clientStepProblems = steps.map((step) => {
+    const kind = stepKindOf(step.kind);
+    return kind ? validateForm(kind.properties, kind.required, step.values, rulesOf(step.kind)) : {};
+  });
+  const stepsSchema = op?.body.properties.steps;
+  const clientListProblem = stepKinds.length > 0 && steps.length < (stepsSchema?.minItems ?? 1) ? 'Add at least one step.' : undefined;
+  const clientProblemCount =
+    Object.keys(clientProblems).length + clientStepProblems.reduce((n, p) => n + Object.keys(p).length, 0) + (clientListProblem ? 1 : 0);
   // One message per field: the browser's check (once a run was tried), else the server's.
   const problems: Record<string, string> = {};
+  const stepProblems: Record<string, string>[] = steps.map(() => ({}));
+  let listProblem: string | undefined;
+  const sentence = (message: string) => message.charAt(0).toUpperCase() + message.slice(1) + (/[.!?]$/.test(message) ? '' : '.');
   if (submitError instanceof ApiError)
     for (const f of submitError.fields) {
-      const name = f.field.split(/[.[]/)[0]!;
-      if (!problems[name]) problems[name] = f.message.charAt(0).toUpperCase() + f.message.slice(1) + (/[.!?]$/.test(f.message) ? '' : '.');
+      const inStep = /^steps\[(\d+)\]\.([A-Za-z]+)/.exec(f.field);
+      if (inStep && stepProblems[Number(inStep[1])]) stepProblems[Number(inStep[1])]![inStep[2]!] ??= sentence(f.message);
+      else if (f.field.startsWith('steps') && stepKinds.length > 0) listProblem ??= sentence(f.message);
+      else problems[f.field.split(/[.[]/)[0]!] ??= sentence(f.message);
     }
-  if (checked) Object.assign(problems, clientProblems);
+  if (checked) {
+    Object.assign(problems, clientProblems);
+    clientStepProblems.forEach((p, i) => Object.assign(stepProblems[i]!, p));
+    listProblem = clientListProblem ?? listProblem;
+  }
   const fieldErrorShown = submitError instanceof ApiError && submitError.fields.length > 0;
 
   /** How the picked files become requests: one multi-input task, one task, a batch, or single tasks. */
@@ -574,13 +734,30 @@ export function PlaygroundPage() {
     setCurrentId(undefined);
     setSubmitError(undefined);
     setChecked(true);
-    if (Object.keys(clientProblems).length > 0) {
-      const first = Object.keys(clientProblems)[0]!;
-      document.getElementById(`option-${first}`)?.focus();
+    if (clientProblemCount > 0) {
+      const first = Object.keys(clientProblems)[0];
+      const stepIndex = clientStepProblems.findIndex((p) => Object.keys(p).length > 0);
+      const target = first
+        ? `option-${first}`
+        : stepIndex >= 0
+          ? `step-${steps[stepIndex]!.id}-${Object.keys(clientStepProblems[stepIndex]!)[0]}`
+          : undefined;
+      if (target) document.getElementById(target)?.focus();
       return;
     }
     setSubmitting(true);
-    const body = toBody(options.properties, values, new Set(disabled.keys()));
+    const body: Record<string, unknown> = {
+      ...(stepKinds.length > 0
+        ? {
+            steps: steps.map((step) => {
+              const kind = stepKindOf(step.kind)!;
+              const off = new Set(disabledFields(step.values, rulesOf(step.kind)).keys());
+              return { kind: step.kind, ...toBody(kind.properties, step.values, off) };
+            }),
+          }
+        : {}),
+      ...toBody(options.properties, values, new Set(disabled.keys())),
+    };
     const inputs: RunInput[] = ready.map((p) => ({
       fileId: p.uploaded!.fileId,
       name: p.name,
@@ -736,6 +913,18 @@ export function PlaygroundPage() {
               <p className="muted small">
                 <Markdown text={op.description} />
               </p>
+              {stepKinds.length > 0 && (
+                <StepEditor
+                  kinds={stepKinds}
+                  steps={steps}
+                  onChange={setSteps}
+                  problems={stepProblems}
+                  listProblem={listProblem}
+                  rulesOf={rulesOf}
+                  max={stepsSchema?.maxItems ?? 10}
+                  renderFileField={(field) => <LogoPicker {...field} />}
+                />
+              )}
               <SchemaForm
                 properties={options.properties}
                 required={options.required}
@@ -751,11 +940,9 @@ export function PlaygroundPage() {
                 </button>
                 <span className="muted small">{uploading ? 'Waiting for uploads…' : plan ? `Runs ${plan.text}.` : 'Add a file first.'}</span>
               </div>
-              {checked && Object.keys(clientProblems).length > 0 && (
+              {checked && clientProblemCount > 0 && (
                 <p className="error-text small" role="alert" data-testid="form-problems">
-                  Nothing was sent:{' '}
-                  {Object.keys(clientProblems).length === 1 ? 'one option needs' : `${Object.keys(clientProblems).length} options need`} fixing
-                  (marked above).
+                  Nothing was sent: {clientProblemCount === 1 ? 'one option needs' : `${clientProblemCount} options need`} fixing (marked above).
                 </p>
               )}
               {submitError !== undefined &&

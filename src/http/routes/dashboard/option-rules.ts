@@ -3,7 +3,8 @@
 // (compress: targetSize is exclusive with quality; watermark: exactly one of text or logoFileId,
 // fontSize for text only…). Rather than restate them, they are read from `check` itself: each
 // pair of options is given valid sample values, and a message that appears only when both are
-// set is an exclusion; a message about `b` that goes away once `a` is set is a need.
+// set is an exclusion; a message about `b` that goes away once `a` is set is a need. Required
+// options always carry a valid sample (from the kind's example where it has one).
 import type { PlanLimits } from '../../../accounts/plans.js';
 import type { AnyOperation, FieldError } from '../../../operations/types.js';
 
@@ -47,16 +48,23 @@ export function optionRules(op: AnyOperation, limits: PlanLimits): OptionRules {
   const rules: OptionRules = { exclusive: [], requires: [] };
   if (!op.check) return rules;
   const properties = ((op.options as { properties?: Record<string, Schema> }).properties ?? {}) as Record<string, Schema>;
-  const names = Object.keys(properties).filter((name) => !INPUT_FIELDS.has(name));
+  const required = new Set((op.options as { required?: string[] }).required ?? []);
   const examples = (op.example ?? {}) as Record<string, unknown>;
+  // Required options are always given (a pipeline's steps, convert's format); the others are paired.
+  const base = Object.fromEntries(
+    Object.keys(properties)
+      .filter((name) => required.has(name) && !INPUT_FIELDS.has(name))
+      .map((name) => [name, sample(properties[name]!, examples[name])]),
+  );
+  const names = Object.keys(properties).filter((name) => !INPUT_FIELDS.has(name) && !required.has(name));
   const values = Object.fromEntries(names.map((name) => [name, sample(properties[name]!, examples[name])]));
-  const alone = new Map(names.map((name) => [name, messages(op, { [name]: values[name] }, limits)]));
+  const alone = new Map(names.map((name) => [name, messages(op, { ...base, [name]: values[name] }, limits)]));
   for (let i = 0; i < names.length; i++) {
     for (let j = 0; j < names.length; j++) {
       if (i === j) continue;
       const a = names[i]!;
       const b = names[j]!;
-      const both = messages(op, { [a]: values[a], [b]: values[b] }, limits);
+      const both = messages(op, { ...base, [a]: values[a], [b]: values[b] }, limits);
       const before = new Set([...alone.get(a)!, ...alone.get(b)!].map((e) => e.message));
       if (i < j && both.some((e) => !before.has(e.message))) rules.exclusive.push([a, b]);
       const withA = new Set(both.map(keyOf));

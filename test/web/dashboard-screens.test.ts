@@ -14,6 +14,8 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -96,6 +98,9 @@ describe('every dashboard screen: accessible, fits a phone, light and dark', { t
   let userPage: Page;
   let operatorPage: Page;
   let taskId: string;
+  let receiver: http.Server;
+  let receiverUrl: string;
+  const received: { signature: string; body: string }[] = [];
   const pageErrors: string[] = [];
 
   async function newPage(): Promise<Page> {
@@ -141,7 +146,11 @@ describe('every dashboard screen: accessible, fits a phone, light and dark', { t
     server = await startServer({
       dialect: 'sqlite',
       workers: 1,
-      env: { SIGNUP_MODE: 'invite', ...(process.env.TEST_DASHBOARD_DIR ? { DASHBOARD_DIR: process.env.TEST_DASHBOARD_DIR } : {}) },
+      env: {
+        SIGNUP_MODE: 'invite',
+        WEBHOOK_ALLOW_PRIVATE_NETWORKS: '1', // the test's receiver is on loopback
+        ...(process.env.TEST_DASHBOARD_DIR ? { DASHBOARD_DIR: process.env.TEST_DASHBOARD_DIR } : {}),
+      },
       plans: { free: { requestsPerSecond: FREE_RPS } },
     });
     const { database, clock } = server.services;
@@ -158,6 +167,19 @@ describe('every dashboard screen: accessible, fits a phone, light and dark', { t
     assert.equal((await client.waitForTask(taskId)).status, 'completed');
     const failing = await client.post('/api/process/compress', { fileId: uploads[1], targetSize: 100 });
     assert.equal((await client.waitForTask(failing.body.data.taskId)).error?.code, 'TARGET_SIZE_UNREACHABLE');
+    // A webhook endpoint to list, and a receiver that answers every delivery 204.
+    receiver = http.createServer((request, response) => {
+      let body = '';
+      request.on('data', (chunk) => (body += chunk));
+      request.on('end', () => {
+        received.push({ signature: String(request.headers['imgapi-signature'] ?? ''), body });
+        response.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+    const seeded = await client.post('/api/webhooks', { url: `${receiverUrl}?seed`, description: 'Seeded receiver' });
+    assert.equal(seeded.status, 201, JSON.stringify(seeded.body));
     await database.db.updateTable('accounts').set({ plan: 'free' }).where('id', '=', user.id).execute();
 
     assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: scripts/setup.mjs --test installs Debian's chromium package`);
@@ -171,6 +193,7 @@ describe('every dashboard screen: accessible, fits a phone, light and dark', { t
   });
 
   after(async () => {
+    receiver?.close();
     await browser?.close();
     await server?.close();
   });
@@ -239,6 +262,7 @@ describe('every dashboard screen: accessible, fits a phone, light and dark', { t
           },
         },
         { name: 'keys', path: '/keys', ready: (p) => p.getByText('production server').first().waitFor() },
+        { name: 'webhooks', path: '/webhooks', ready: (p) => p.getByTestId('webhooks-table').getByText('Seeded receiver').waitFor() },
         { name: 'not-found', path: '/tasks/task_x/nothing', status: 404, ready: (p) => p.getByTestId('not-found').waitFor() },
       ],
       problems,
@@ -403,6 +427,60 @@ describe('every dashboard screen: accessible, fits a phone, light and dark', { t
     await offline.getByRole('button', { name: 'Try again' }).click();
     await page.getByTestId('tasks-table').waitFor();
     assert.equal(await page.getByTestId('offline').count(), 0);
+  });
+
+  it('webhooks: add an endpoint (secret shown once), send a test, see it delivered, resend, delete after confirming', async () => {
+    const page = userPage;
+    await page.setViewportSize(MODES[0].viewport);
+    await page.goto(`${server.url}/webhooks`);
+    await page.getByLabel('Endpoint URL').fill(receiverUrl);
+    await page.getByRole('checkbox', { name: /batch\.completed/ }).uncheck();
+    await page.getByLabel(/Description/).fill('From the dashboard');
+    await page.getByRole('button', { name: 'Add endpoint' }).click();
+    const secret = (await page.getByTestId('new-webhook-secret').textContent())!.trim();
+    assert.match(secret, /^whsec_[A-Za-z0-9_-]+$/);
+    const row = page.getByTestId('webhooks-table').locator('tr', { hasText: 'From the dashboard' });
+    await row.getByText('task.completed, task.failed, task.canceled').waitFor();
+    await page.reload();
+    await row.waitFor();
+    assert.equal(await page.getByText(secret).count(), 0, 'the secret is shown only once');
+
+    await row.getByRole('button', { name: `Deliveries to ${receiverUrl}` }).click();
+    const deliveries = page.getByTestId('deliveries');
+    await deliveries.getByRole('button', { name: 'Send test event' }).click();
+    await deliveries.getByRole('status').filter({ hasText: 'webhook.test' }).waitFor();
+    const delivered = deliveries.locator('tr[data-status=delivered]');
+    for (let i = 0; i < 60 && (await delivered.count()) === 0; i++) {
+      await page.waitForTimeout(500);
+      await deliveries.getByRole('button', { name: 'Refresh' }).click();
+    }
+    await delivered.first().getByText('HTTP 204').waitFor();
+    assert.ok(
+      received.some((r) => r.body.includes('"webhook.test"') && r.signature.length > 0),
+      'the receiver got a signed test event',
+    );
+    await page.screenshot({ path: path.join(SCREENSHOTS, 'webhooks-deliveries-desktop-light.png'), fullPage: true });
+    assert.deepEqual(await axeViolations(page), []);
+
+    const before = received.length;
+    await delivered.first().getByRole('button', { name: 'Resend' }).click();
+    await deliveries.getByRole('status').filter({ hasText: 'Queued webhook.test again' }).waitFor();
+    for (let i = 0; i < 60 && received.length === before; i++) await page.waitForTimeout(500);
+    assert.ok(received.length > before, 'the resent event arrived');
+
+    await row.getByRole('button', { name: `Delete ${receiverUrl}` }).click();
+    const dialog = page.getByTestId('confirm-dialog');
+    await dialog.getByText(receiverUrl).waitFor();
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await row.waitFor();
+    await row.getByRole('button', { name: `Delete ${receiverUrl}` }).click();
+    await dialog.getByRole('button', { name: 'Delete endpoint' }).click();
+    await row.waitFor({ state: 'detached' });
+    const left = await server.services.database.db.selectFrom('webhooks').select('url').where('account_id', '=', user.id).execute();
+    assert.deepEqual(
+      left.map((w) => w.url),
+      [`${receiverUrl}?seed`],
+    );
   });
 
   it('no script errors on any page', () => {

@@ -9,6 +9,7 @@ import { KeysPage } from './pages/keys';
 import { OverviewPage } from './pages/overview';
 import { PlaygroundPage } from './pages/playground';
 import { TaskPage, TasksPage } from './pages/tasks';
+import { WebhooksPage } from './pages/webhooks';
 import { ROUTES, type PageName } from './routes';
 import { Link, match, navigate, useLocation } from './router';
 import { useSession } from './session';
@@ -20,6 +21,7 @@ const PAGES: Record<PageName, (params: Record<string, string>) => ReactNode> = {
   tasks: () => <TasksPage />,
   task: (params) => <TaskPage taskId={params.taskId!} />,
   keys: () => <KeysPage />,
+  webhooks: () => <WebhooksPage />,
   admin: () => <AdminPage />,
   login: () => <LoginPage />,
   signup: () => <SignupPage />,

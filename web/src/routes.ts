@@ -19,6 +19,7 @@ export const ROUTES = [
   { path: '/tasks', page: 'tasks', access: 'account', nav: 'Tasks' },
   { path: '/tasks/:taskId', page: 'task', access: 'account' },
   { path: '/keys', page: 'keys', access: 'account', nav: 'API keys' },
+  { path: '/webhooks', page: 'webhooks', access: 'account', nav: 'Webhooks' },
   { path: '/admin', page: 'admin', access: 'admin', nav: 'Operator' },
   { path: '/login', page: 'login', access: 'public' },
   { path: '/signup', page: 'signup', access: 'public' },

@@ -21,6 +21,11 @@ import {
   type QueuedBatch,
   type QueuedTask,
   type Task,
+  type CreatedWebhook,
+  type CreateWebhookRequest,
+  type WebhookDelivery,
+  type WebhookDeliveryList,
+  type WebhookList,
 } from './types.js';
 
 export interface ImgapiOptions {
@@ -235,6 +240,45 @@ export abstract class ImgapiBase<Source, Destination> {
 
   account(options: RequestOptions = {}): Promise<Account> {
     return this.json<Account>('GET', '/api/account', undefined, options);
+  }
+
+  /** Registers a webhook endpoint; the answer's `secret` (verify deliveries with it) is shown this once. */
+  createWebhook(request: CreateWebhookRequest, options: RequestOptions = {}): Promise<CreatedWebhook> {
+    return this.json<CreatedWebhook>('POST', '/api/webhooks', request, options);
+  }
+
+  /** The account's webhook endpoints, newest first (without their secrets). */
+  webhooks(options: RequestOptions = {}): Promise<WebhookList> {
+    return this.json<WebhookList>('GET', '/api/webhooks', undefined, options);
+  }
+
+  /** Deletes an endpoint; its pending deliveries are not sent. */
+  async deleteWebhook(webhookId: string, options: RequestOptions = {}): Promise<void> {
+    const response = await this.transport.send(() =>
+      this.request('DELETE', `/api/webhooks/${encodeURIComponent(webhookId)}`, { signal: options.signal }),
+    );
+    if (!response.ok) throw await ImgapiError.fromResponse(response);
+    await response.body?.cancel();
+  }
+
+  /** An endpoint's recent deliveries, newest first, each with its attempts. */
+  webhookDeliveries(webhookId: string, page: { limit?: number; cursor?: string } = {}, options: RequestOptions = {}): Promise<WebhookDeliveryList> {
+    const query = new URLSearchParams();
+    if (page.limit !== undefined) query.set('limit', String(page.limit));
+    if (page.cursor !== undefined) query.set('cursor', page.cursor);
+    const search = query.size ? `?${query}` : '';
+    return this.json<WebhookDeliveryList>('GET', `/api/webhooks/${encodeURIComponent(webhookId)}/deliveries${search}`, undefined, options);
+  }
+
+  /** Queues a `webhook.test` event for the endpoint. */
+  testWebhook(webhookId: string, options: RequestOptions = {}): Promise<WebhookDelivery> {
+    return this.json<WebhookDelivery>('POST', `/api/webhooks/${encodeURIComponent(webhookId)}/test`, undefined, options);
+  }
+
+  /** Sends a delivery's event again (the same event id and body), as a new delivery. */
+  resendWebhookDelivery(webhookId: string, deliveryId: string, options: RequestOptions = {}): Promise<WebhookDelivery> {
+    const path = `/api/webhooks/${encodeURIComponent(webhookId)}/deliveries/${encodeURIComponent(deliveryId)}/resend`;
+    return this.json<WebhookDelivery>('POST', path, undefined, options);
   }
 
   /**

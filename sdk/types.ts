@@ -52,6 +52,15 @@ export type QueuedBatch = ResponseData<paths['/api/process/batch/convert']['post
 export type Batch = ResponseData<paths['/api/batches/{batchId}']['get'], 200>;
 export type Account = ResponseData<paths['/api/account']['get'], 200>;
 export type PresignedUpload = ResponseData<paths['/api/upload/presign']['post'], 201>;
+/** `POST /api/webhooks`: `url`, and optionally `events` and `description`. */
+export type CreateWebhookRequest = RequestJson<paths['/api/webhooks']['post']>;
+/** A new endpoint with its `secret`, shown this once. */
+export type CreatedWebhook = ResponseData<paths['/api/webhooks']['post'], 201>;
+export type WebhookList = ResponseData<paths['/api/webhooks']['get'], 200>;
+export type Webhook = WebhookList['webhooks'][number];
+export type WebhookDeliveryList = ResponseData<paths['/api/webhooks/{webhookId}/deliveries']['get'], 200>;
+/** One event for one endpoint, with its attempts. */
+export type WebhookDelivery = WebhookDeliveryList['deliveries'][number];
 
 /** The statuses a task ends in. */
 export const FINISHED_STATUSES: readonly TaskStatus[] = ['completed', 'failed', 'canceled'];

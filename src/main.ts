@@ -37,7 +37,8 @@ const USAGE = `Usage: imgapi <command> [options]
 
 ${OPS_USAGE}
 
-  run, upload, task, download     the client: see \`imgapi run --help\`
+  run, upload, task, download, webhooks
+                                  the client: see \`imgapi run --help\`
 
 Environment (also in README.md):
 ${environmentHelp()}`;
@@ -76,7 +77,8 @@ async function main(argv: string[]): Promise<number> {
     case 'run':
     case 'upload':
     case 'task':
-    case 'download': {
+    case 'download':
+    case 'webhooks': {
       // The client talks to a running service over HTTP: none of the server's configuration.
       const { clientCommand } = await import('./cli/client.js');
       return clientCommand(

@@ -1,4 +1,4 @@
-// The client commands of `imgapi`: run, upload, task, download. They talk to a running service
+// The client commands of `imgapi`: run, upload, task, download, webhooks. They talk to a running service
 // through the SDK (sdk/node.ts) with IMGAPI_URL and IMGAPI_KEY (or --url/--key), and exit 0 when
 // everything was done, 1 when something failed, 2 on a usage error.
 import { taskFailure } from '../../sdk/node.js';
@@ -16,6 +16,7 @@ import {
 } from './common.js';
 import { formatBytes } from './progress.js';
 import { runCommand } from './run.js';
+import { webhooksCommand, WEBHOOKS_USAGE } from './webhooks.js';
 
 export const CLIENT_USAGE = `Client commands (talk to a running service):
 
@@ -32,6 +33,7 @@ export const CLIENT_USAGE = `Client commands (talk to a running service):
   task <taskId> [--wait]          prints the task as JSON; --wait: once it has finished
   download <fileId> [-o <file or dir>]
                                   writes the file (default: the current directory, under its name)
+${WEBHOOKS_USAGE}
 
   --url URL          the service (default: $IMGAPI_URL, else http://localhost:3000)
   --key KEY          the API key (default: $IMGAPI_KEY)
@@ -41,7 +43,7 @@ export const CLIENT_USAGE = `Client commands (talk to a running service):
 
   Exit status: 0 all done, 1 something failed, 2 usage error.`;
 
-export const CLIENT_COMMANDS = ['run', 'upload', 'task', 'download'] as const;
+export const CLIENT_COMMANDS = ['run', 'upload', 'task', 'download', 'webhooks'] as const;
 
 // Maps, not object literals: an argument such as `constructor` must not find Object's prototype.
 const VALUE_FLAGS = new Map<string, 'url' | 'key' | 'concurrency' | 'output'>([
@@ -119,6 +121,8 @@ export async function clientCommand(
         return await taskCommand(options, io);
       case 'download':
         return await downloadCommand(options, io);
+      case 'webhooks':
+        return await webhooksCommand(options, io);
       default:
         throw new UsageError(`unknown command "${command}"`);
     }

@@ -207,6 +207,12 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     await page.locator('[data-testid=results-card][data-run="1"]').waitFor();
     await waitCompleted();
     assert.match((await page.getByTestId('run-summary').textContent())!, /compress · quality=50/);
+    // A run stopped by the form's check clears the results too: no old results under a new error.
+    await page.getByTestId('kind').selectOption('flip');
+    await page.getByTestId('run').click(); // direction is required
+    await page.getByTestId('problem-direction').waitFor();
+    assert.equal(await page.getByTestId('results-card').count(), 0);
+    assert.equal(await page.getByTestId('history').locator('li').count(), 2, 'nothing new was run');
   });
 
   it("a watermark's logo is chosen on its own and never processed", async () => {
@@ -274,6 +280,22 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     await panel.locator('button[data-language=sdk]').click();
     const code = (await panel.locator('pre').textContent())!;
     assert.match(code, /imgapi\.process\("compress", \{fileId: "file_[^"]+", quality: 60\}\)/);
+  });
+
+  it('a deck shows as a slide gallery with a ZIP of all slides', async () => {
+    const deckId = await client.uploadOk(corpusFile('presentations/python-pptx/tbl-cell.pptx'));
+    await page.goto(`${server.url}/playground?fileId=${deckId}&kind=presentation-to-images`);
+    await page.locator('[data-testid=picked-files] li[data-state=uploaded]').waitFor();
+    assert.equal(await page.getByTestId('kind').inputValue(), 'presentation-to-images');
+    await page.getByTestId('run').click();
+    await waitCompleted();
+    const gallery = page.getByTestId('slides');
+    await gallery.locator('li img').first().waitFor();
+    const taskId = await results().locator('li').first().getAttribute('data-task-id');
+    const task = (await client.get(`/api/tasks/${taskId}`)).body.data;
+    assert.equal(await gallery.locator('li').count(), task.outputFileIds.length);
+    assert.equal(await gallery.getByTestId('slides-zip').getAttribute('href'), `/api/download/${task.outputFileId}`);
+    assert.equal(await page.getByText(/^Output \d+$/).count(), 0, 'slides are named as slides');
   });
 
   it('a pipeline is built step by step: added, reordered, removed, checked before sending', async (t) => {

@@ -13895,7 +13895,7 @@ export interface operations {
             /**
              * @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one.
              *
-             *     `WEBHOOK_URL_NOT_ALLOWED`: The webhook URL is not http(s), or its host is (or resolves to) a loopback, private, link-local, metadata or other non-public address; `details.address` names it.
+             *     `WEBHOOK_URL_NOT_ALLOWED`: The webhook URL's host is (or resolves to) a loopback, private, link-local, metadata or other non-public address; `details.address` names it.
              */
             400: {
                 headers: {

@@ -33,7 +33,7 @@ const MEANING: Record<ApiErrorCode, string> = {
   BATCH_TOO_LARGE: "More files than the plan's batchSize.",
   UPLOAD_SIZE_MISMATCH: 'The body is not exactly the `size` bytes the upload was presigned for.',
   WEBHOOK_URL_NOT_ALLOWED:
-    'The webhook URL is not http(s), or its host is (or resolves to) a loopback, private, link-local, metadata or other non-public address; `details.address` names it.',
+    "The webhook URL's host is (or resolves to) a loopback, private, link-local, metadata or other non-public address; `details.address` names it.",
   WEBHOOK_LIMIT_EXCEEDED: 'The account has as many webhook endpoints as it may (`details.limit`); delete one first.',
   API_KEY_MISSING: 'No x-api-key header (and no dashboard session).',
   API_KEY_INVALID: 'The API key is unknown or has been revoked.',

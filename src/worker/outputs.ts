@@ -1,4 +1,5 @@
-// A task's outputs on their way out: held to the plan's storage rules before a byte is written,
+// A task's outputs on their way out, named after the operation that made them (output-names.ts):
+// held to the plan's storage rules before a byte is written,
 // written under keys derived from the task id (a task run twice overwrites, never orphans) and
 // hashed on the way, recorded as the account's files in the transaction that completes the
 // task, and discarded when the task ends without them.
@@ -14,6 +15,16 @@ import { recordOutputs, type StoredOutput } from '../files/files.js';
 import type { OperationOutput } from '../operations/types.js';
 import type { TaskQueue, TaskRow } from '../queue/queue.js';
 import { deleteTaskOutputs, outputKey, type ObjectStorage } from '../storage/storage.js';
+import { namedAfterOperation } from './output-names.js';
+
+function parseOptions(text: string): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(text);
+    return value && typeof value === 'object' ? (value as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
 
 export interface OutputStoreDeps {
   database: Database;
@@ -33,6 +44,7 @@ export class OutputStore {
    */
   async store(task: TaskRow, outputs: OperationOutput[], limits: PlanLimits): Promise<StoredOutput[]> {
     await this.checkSizes(task, outputs, limits);
+    const options = parseOptions(task.options);
     const stored: StoredOutput[] = [];
     for (const [index, output] of outputs.entries()) {
       const key = outputKey(task.id, index);
@@ -40,7 +52,7 @@ export class OutputStore {
       stored.push({
         fileId: newId('file'),
         storageKey: key,
-        filename: output.filename,
+        filename: namedAfterOperation(output.filename, task.type, options),
         mimeType: output.mimeType,
         format: output.format,
         size,

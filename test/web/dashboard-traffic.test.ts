@@ -2,11 +2,13 @@
 // (lists, thumbnails) have their own budget, so a page of thumbnails on Free (5 requests/s)
 // never meets a 429, while a session's state-changing requests stay within the plan's rate as a
 // key's do. Also: the Files page's search (GET /api/files?q=), the dashboard's 404 page for a
-// browser's unknown path, and the operator's failures split into input errors and system faults.
+// browser's unknown path, the operator's failures split into input errors and system faults, and
+// outputs named after their operation (photo.resize-800.webp).
 // The clock is frozen inside one second, so the rate-limit window never moves under the test.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SESSION_READS_PER_SECOND } from '../../src/http/auth.js';
+import { namedAfterOperation } from '../../src/worker/output-names.js';
 import type { Clock } from '../../src/clock.js';
 import { createAccount, createApiKey } from '../../src/accounts/accounts.js';
 import { Client, DIALECTS, corpusFile, startServer, type ApiResponse, type TestServer } from '../helpers.js';
@@ -137,7 +139,7 @@ for (const dialect of DIALECTS) {
   });
 }
 
-describe('dashboard: the operator sees input errors apart from system faults', () => {
+describe('dashboard: failures by whose fault they are, outputs by the operation that made them', () => {
   it('labels a failure by whose fault it is', async () => {
     const server = await startServer({ dialect: 'sqlite', workers: 1, env: { SIGNUP_MODE: 'open' } });
     try {
@@ -156,8 +158,51 @@ describe('dashboard: the operator sees input errors apart from system faults', (
       assert.equal(queue.status, 200);
       const failure = (queue.body.data.recentFailures as { taskId: string; fault: string }[]).find((f) => f.taskId === failing.body.data.taskId);
       assert.equal(failure?.fault, 'input');
+
+      // Outputs are named after the operation that made them.
+      const fileId = await client.uploadOk(JPEG, 'photo.jpg');
+      const named = async (kind: string, options: Record<string, unknown>) => {
+        const queued = await client.post(`/api/process/${kind}`, { fileId, ...options });
+        assert.equal(queued.status, 202, JSON.stringify(queued.body));
+        const task = await client.waitForTask(queued.body.data.taskId);
+        return (await client.get(`/api/files/${task.outputFileId}`)).body.data.filename as string;
+      };
+      assert.equal(await named('resize', { width: 120, format: 'webp' }), 'photo.resize-120.webp');
+      assert.equal(await named('rotate', { angle: -90 }), 'photo.rotate-ccw90.jpg');
+      assert.equal(await named('convert', { format: 'png' }), 'photo.png');
     } finally {
       await server.close();
     }
+  });
+
+  it('names each kind of output after its operation and options', () => {
+    const cases: [string, Record<string, unknown>, string][] = [
+      ['resize', { width: 800 }, 'photo.resize-800.jpg'],
+      ['resize', { width: 800, height: 600 }, 'photo.resize-800x600.jpg'],
+      ['resize', { height: 600 }, 'photo.resize-x600.jpg'],
+      ['crop', { left: 0, top: 0, width: 100, height: 50 }, 'photo.crop-100x50.jpg'],
+      ['crop', { aspectRatio: '16:9' }, 'photo.crop.jpg'],
+      ['rotate', { angle: 90 }, 'photo.rotate-90.jpg'],
+      ['flip', { direction: 'horizontal' }, 'photo.flip-horizontal.jpg'],
+      ['watermark', { text: '©' }, 'photo.watermark.jpg'],
+      ['upscale', { factor: 2 }, 'photo.upscale-2x.jpg'],
+      ['upscale', { width: 1600, model: 'esrgan' }, 'photo.upscale-1600-esrgan.jpg'],
+      ['compress', { quality: 60 }, 'photo.compress-q60.jpg'],
+      ['compress', { quality: 'auto' }, 'photo.compress.jpg'],
+      [
+        'pipeline',
+        {
+          steps: [
+            { kind: 'resize', width: 800 },
+            { kind: 'watermark', text: '©' },
+          ],
+        },
+        'photo.resize-800.watermark.jpg',
+      ],
+      ['convert', { format: 'webp' }, 'photo.jpg'],
+      ['image-to-pdf', {}, 'photo.jpg'],
+    ];
+    for (const [kind, options, expected] of cases) assert.equal(namedAfterOperation('photo.jpg', kind, options), expected, kind);
+    assert.equal(namedAfterOperation('no-extension', 'rotate', { angle: 180 }), 'no-extension.rotate-180');
   });
 });

@@ -242,10 +242,13 @@ describe('dashboard in a real browser', { timeout: 240_000 }, () => {
     await page.getByRole('link', { name: 'Operator', exact: true }).click();
     await page.getByTestId('queue-queued').waitFor();
     await page.getByTestId('failures').getByText('TARGET_SIZE_UNREACHABLE').waitFor();
-    const select = page.getByLabel(`plan of ${USER.email}`);
+    const select = page.getByLabel(`plan of ${USER.email}`, { exact: true });
     await select.waitFor();
     await screenshot(page, 'operator');
+    // Picking a plan changes nothing until Save and the confirmation (dashboard-screens.test.ts).
     await select.selectOption('pro');
+    await page.getByRole('button', { name: `Save the plan of ${USER.email}` }).click();
+    await page.getByTestId('confirm-dialog').getByRole('button', { name: 'Move to pro' }).click();
     await page
       .getByRole('status')
       .filter({ hasText: `${USER.email} is now on pro` })

@@ -29,6 +29,7 @@ import { compressionScenario } from './scenarios/compression.js';
 import { statusPolls } from './scenarios/status-polls.js';
 import { queuePickup } from './scenarios/queue-pickup.js';
 import { soakScenario } from './scenarios/soak.js';
+import { aiUpscale } from './scenarios/ai-upscale.js';
 import { presentationBench } from './presentation.js';
 import { presignScenario } from './presign.js';
 import { previewScenario } from './preview.js';
@@ -59,6 +60,7 @@ const scenarios: Scenario[] = [
     previewScenario(),
   ),
   soakScenario,
+  aiUpscale,
 ];
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

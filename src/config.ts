@@ -34,6 +34,8 @@ export interface Config {
   bodyStallMs: number;
   workerConcurrency: number;
   taskTimeoutMs: number;
+  /** An AI upscale's (`upscale` with `model: "esrgan"`) time limit, in place of taskTimeoutMs. */
+  aiTaskTimeoutMs: number;
   leaseMs: number;
   pollIntervalMs: number;
   sweepIntervalMs: number;
@@ -216,6 +218,10 @@ export const VARIABLES = {
   } satisfies Variable<string | undefined>,
   WORKER_CONCURRENCY: { ...integer(cpuCount, 0, 256, 'CPU count'), doc: 'tasks run at once by this process (0: none)' },
   TASK_TIMEOUT_SECONDS: { ...integer(120, 1, 86_400), doc: 'a task running longer fails with `PROCESSING_TIMEOUT`' },
+  AI_TASK_TIMEOUT_SECONDS: {
+    ...integer(900, 1, 86_400),
+    doc: 'the time limit of an AI upscale (`upscale` with `model: "esrgan"`), in place of `TASK_TIMEOUT_SECONDS`; longer fails with `PROCESSING_TIMEOUT`',
+  },
   TASK_LEASE_SECONDS: { ...integer(30, 2, 3600), doc: 'how long a claimed task stays with a worker that stops heart-beating' },
   QUEUE_POLL_MS: { ...integer(2000, 10, 60_000), doc: 'how often idle workers look for work they were not woken for' },
   IMAGE_THREADS: { ...integer(cpuCount, 1, 256, 'CPU count'), doc: 'libvips threads per image being processed' },
@@ -364,6 +370,7 @@ export function loadConfig(env: Env = process.env): Config {
     bodyStallMs: read('BODY_STALL_SECONDS') * 1000,
     workerConcurrency: read('WORKER_CONCURRENCY'),
     taskTimeoutMs: read('TASK_TIMEOUT_SECONDS') * 1000,
+    aiTaskTimeoutMs: read('AI_TASK_TIMEOUT_SECONDS') * 1000,
     leaseMs: read('TASK_LEASE_SECONDS') * 1000,
     pollIntervalMs: read('QUEUE_POLL_MS'),
     sweepIntervalMs: read('SWEEP_INTERVAL_SECONDS') * 1000,

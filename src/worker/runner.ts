@@ -55,7 +55,7 @@ export class TaskRunner {
   async run(task: TaskRow, stop: AbortSignal): Promise<void> {
     const { config, queue, logger, metrics, outputs } = this.deps;
     const started = Date.now();
-    const timeLimitMs = this.timeLimitMs(task.type);
+    const timeLimitMs = this.timeLimitMs(task.type, task.options);
     const deadline = started + timeLimitMs;
     // Before the heartbeat starts: should this throw, no timer is left renewing the lease of a
     // task nobody runs, and the reaper gives the task back once the lease lapses.
@@ -137,9 +137,11 @@ export class TaskRunner {
     return `failed:${failure.code}`;
   }
 
-  /** TASK_TIMEOUT_SECONDS, plus what the kind needs beyond it (a conversion's own limit). */
-  private timeLimitMs(kind: string): number {
-    return this.deps.config.taskTimeoutMs + (getOperation(kind)?.extraTimeMs?.(this.deps.config) ?? 0);
+  /** The options' own limit (an AI upscale's), else TASK_TIMEOUT_SECONDS plus what the kind needs beyond it (a conversion's own limit). */
+  private timeLimitMs(kind: string, options: string): number {
+    const op = getOperation(kind);
+    const own = op?.timeLimitMs?.(this.deps.config, JSON.parse(options));
+    return own ?? this.deps.config.taskTimeoutMs + (op?.extraTimeMs?.(this.deps.config) ?? 0);
   }
 
   /** The account's plan as it is now: a plan change applies to tasks that have not run yet. */

@@ -22,6 +22,13 @@ export function operationsRoutes(app: FastifyInstance, services: Services): void
   }));
   app.get('/operations', { schema: { hide: true, tags: ['Dashboard'] } }, async (request) => ({
     success: true,
-    data: { operations, limits: { batchSize: request.limits.batchSize, maxFileBytes: request.limits.maxFileBytes } },
+    data: {
+      operations,
+      limits: {
+        batchSize: request.limits.batchSize,
+        maxFileBytes: request.limits.maxFileBytes,
+        maxAiUpscalePixels: request.limits.maxAiUpscalePixels,
+      },
+    },
   }));
 }

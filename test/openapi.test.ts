@@ -120,6 +120,22 @@ describe('OpenAPI document', () => {
     }
     // A status of 202 may say the task failed at once.
     assert.deepEqual(schemas.QueuedTask.properties.status.enum, ['queued', 'failed']);
+    // A pipeline's steps: a oneOf of each transform's <Kind>Step, told apart by `kind`.
+    const transforms = ['resize', 'crop', 'rotate', 'flip', 'watermark', 'upscale'];
+    const items = schemas.PipelineOptions.properties.steps.items;
+    const stepRef = (kind: string) => `#/components/schemas/${kind[0]!.toUpperCase()}${kind.slice(1)}Step`;
+    assert.deepEqual(
+      items.oneOf,
+      transforms.map((kind) => ({ $ref: stepRef(kind) })),
+    );
+    assert.deepEqual(items.discriminator, { propertyName: 'kind', mapping: Object.fromEntries(transforms.map((kind) => [kind, stepRef(kind)])) });
+    assert.deepEqual([schemas.PipelineOptions.properties.steps.minItems, schemas.PipelineOptions.properties.steps.maxItems], [1, 10]);
+    // A step takes its kind's options but the output's, which come once, after the steps.
+    assert.deepEqual(Object.keys(schemas.ResizeStep.properties), [
+      'kind',
+      ...Object.keys(schemas.ResizeOptions.properties).filter((k) => k !== 'format' && k !== 'quality'),
+    ]);
+    assert.deepEqual(schemas.RotateStep.required, ['kind', 'angle']);
   });
 
   it('lists per operation exactly its error codes, and no dashboard code anywhere', () => {
@@ -151,6 +167,7 @@ describe('OpenAPI document', () => {
       'SIGNUP_CLOSED',
       'INVITE_INVALID',
       'SETUP_TOKEN_INVALID',
+      'RESET_LINK_INVALID',
       'SETUP_COMPLETED',
       'FORBIDDEN',
     ]) {

@@ -103,11 +103,14 @@ export function pipelineOf(transforms: readonly AnyOperation[]): Operation {
     check(raw, inputs, limits) {
       const options = pipelineOptions(raw);
       const errors: FieldError[] = [];
-      // Each step against its kind's own rules, on the size its input has there (where the options say it).
+      // Each step against its kind's own rules, on the size its input has there (where the options
+      // say it) and with the format the pipeline writes (whether an animation's frames are kept).
+      const output = options.format === undefined ? {} : { format: options.format };
       options.steps.forEach((step, index) => {
         const op = opOf(step);
         const before = inputs.map((file) => inputAt(file, options.steps.slice(0, index), opOf, optionsOf));
-        for (const error of op.check?.(optionsOf(step), before, limits) ?? []) errors.push({ ...error, field: `steps[${index}].${error.field}` });
+        for (const error of op.check?.({ ...optionsOf(step), ...output }, before, limits) ?? [])
+          errors.push({ ...error, field: `steps[${index}].${error.field}` });
       });
       return [...errors, ...(compress.check?.(trailing(options), inputs, limits) ?? [])];
     },

@@ -23,6 +23,7 @@ type DashboardErrorCode =
   | 'SIGNUP_CLOSED'
   | 'INVITE_INVALID'
   | 'SETUP_TOKEN_INVALID'
+  | 'RESET_LINK_INVALID'
   | 'EMAIL_TAKEN'
   | 'SETUP_COMPLETED';
 export type ApiErrorCode = Exclude<ErrorCode, DashboardErrorCode>;

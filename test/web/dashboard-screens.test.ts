@@ -232,6 +232,7 @@ describe('every dashboard screen: accessible, fits a phone, light and dark', { t
         { name: 'login', path: '/login', ready: (p) => p.getByRole('button', { name: 'Log in' }).waitFor() },
         { name: 'signup', path: '/signup?invite=inv_example', ready: (p) => p.getByLabel('Invitation code').waitFor() },
         { name: 'setup', path: '/setup', ready: (p) => p.getByText('already has an operator account').waitFor() },
+        { name: 'reset-password', path: '/reset-password?token=acct_example.0.x', ready: (p) => p.getByLabel(/New password/).waitFor() },
         { name: 'not-found-signed-out', path: '/no/such/page', status: 404, ready: (p) => p.getByTestId('not-found').waitFor() },
       ],
       problems,
@@ -481,6 +482,30 @@ describe('every dashboard screen: accessible, fits a phone, light and dark', { t
       left.map((w) => w.url),
       [`${receiverUrl}?seed`],
     );
+  });
+
+  it("the operator's reset link lets the user choose a new password, and signs out the old sessions", async () => {
+    const page = operatorPage;
+    await page.goto(`${server.url}/admin`);
+    await page.getByRole('button', { name: `Password-reset link for ${USER.email}` }).click();
+    const url = (await page.getByTestId('reset-link-url').textContent())!.trim();
+    assert.match(url, /\/reset-password\?token=acct_/);
+    assert.deepEqual(await axeViolations(page), []);
+
+    const visitor = await newPage();
+    await visitor.emulateMedia({ colorScheme: 'dark' });
+    const link = new URL(url); // on PUBLIC_URL, which the test server does not set
+    await visitor.goto(`${server.url}${link.pathname}${link.search}`);
+    await visitor.getByLabel(/New password/).fill('a-brand-new-password');
+    await visitor.screenshot({ path: path.join(SCREENSHOTS, 'reset-password-filled-desktop-dark.png') });
+    await visitor.getByRole('button', { name: 'Set the new password' }).click();
+    await visitor.getByTestId('who').filter({ hasText: USER.email }).waitFor();
+    await visitor.context().close();
+
+    // The user's old session ended: the next request sends them to log in.
+    await userPage.goto(`${server.url}/files`);
+    await userPage.waitForURL(/\/login\?next=%2Ffiles$/);
+    await logIn(userPage, { email: USER.email, password: 'a-brand-new-password' });
   });
 
   it('no script errors on any page', () => {

@@ -46,6 +46,7 @@ for (const dialect of DIALECTS) {
     let session: Session;
     let key: string;
     let fileIds: string[];
+    let accountId: string;
 
     before(async () => {
       // Frozen half-way through a second: every request below falls in the same window.
@@ -58,6 +59,7 @@ for (const dialect of DIALECTS) {
         plan: 'pro',
         password: 'a-good-password',
       });
+      accountId = account.id;
       key = (await createApiKey(server.services.database, server.services.clock, account.id, 'seed')).key;
       const seeder = new Client(server.url, key);
       fileIds = [];
@@ -135,6 +137,57 @@ for (const dialect of DIALECTS) {
       assert.equal(((await json.json()) as { error: { code: string } }).error.code, 'NOT_FOUND');
       const api = await fetch(`${server.url}/api/no-such-route`, { headers: { accept: 'text/html', 'x-api-key': key } });
       assert.match(api.headers.get('content-type') ?? '', /application\/json/, '/api keeps its JSON errors');
+    });
+
+    it("the operator's reset link sets a new password once, ends the old sessions, and expires in a day", async () => {
+      frozen += 1000;
+      const email = `traffic-${dialect}@example.com`;
+      await createAccount(server.services.database, server.services.clock, {
+        email: `op-${dialect}@example.com`,
+        plan: 'max',
+        admin: true,
+        password: 'operator-password',
+      });
+      const operator = new Session(server.url);
+      assert.equal((await operator.post('/auth/login', { email: `op-${dialect}@example.com`, password: 'operator-password' })).status, 200);
+      const refused = await session.post(`/dashboard-api/admin/accounts/${accountId}/reset-link`);
+      assert.equal(refused.status, 403, 'only the operator makes reset links');
+      assert.equal(refused.body.error.code, 'FORBIDDEN');
+
+      const made = await operator.post(`/dashboard-api/admin/accounts/${accountId}/reset-link`);
+      assert.equal(made.status, 201, JSON.stringify(made.body));
+      assert.equal(made.body.data.email, email);
+      const url = new URL(made.body.data.url);
+      assert.equal(url.pathname, '/reset-password');
+      const token = url.searchParams.get('token')!;
+      assert.equal(Date.parse(made.body.data.expiresAt), frozen + 24 * 3600_000);
+
+      const tampered = await new Session(server.url).post('/auth/reset-password', { token: `${token.slice(0, -2)}xx`, password: 'a-new-password' });
+      assert.equal(tampered.status, 403);
+      assert.equal(tampered.body.error.code, 'RESET_LINK_INVALID');
+
+      const visitor = new Session(server.url);
+      const reset = await visitor.post('/auth/reset-password', { token, password: 'a-new-password' });
+      assert.equal(reset.status, 200, JSON.stringify(reset.body));
+      assert.equal(reset.body.data.account.email, email, 'signed in as the account');
+      assert.equal((await visitor.get('/api/account')).status, 200);
+      assert.equal((await session.get('/api/account')).status, 401, 'the sessions from before the reset ended');
+      assert.equal((await new Session(server.url).post('/auth/login', { email, password: 'a-good-password' })).status, 401);
+      session = new Session(server.url);
+      assert.equal((await session.post('/auth/login', { email, password: 'a-new-password' })).status, 200);
+
+      const again = await new Session(server.url).post('/auth/reset-password', { token, password: 'another-password' });
+      assert.equal(again.status, 403, 'a link works once');
+      assert.equal(again.body.error.code, 'RESET_LINK_INVALID');
+
+      const later = (await operator.post(`/dashboard-api/admin/accounts/${accountId}/reset-link`)).body.data.url as string;
+      frozen += 24 * 3600_000 + 1000;
+      const expired = await new Session(server.url).post('/auth/reset-password', {
+        token: new URL(later).searchParams.get('token'),
+        password: 'another-password',
+      });
+      assert.equal(expired.status, 403, 'a link works for a day');
+      assert.equal(expired.body.error.code, 'RESET_LINK_INVALID');
     });
   });
 }

@@ -3,7 +3,7 @@ import { useEffect, useState, type ReactNode } from 'react';
 import { ApiError } from './api';
 import { ErrorBox } from './components';
 import { AdminPage } from './pages/admin';
-import { LoginPage, SetupPage, SignupPage } from './pages/auth';
+import { LoginPage, ResetPasswordPage, SetupPage, SignupPage } from './pages/auth';
 import { FilesPage } from './pages/files';
 import { KeysPage } from './pages/keys';
 import { OverviewPage } from './pages/overview';
@@ -26,6 +26,7 @@ const PAGES: Record<PageName, (params: Record<string, string>) => ReactNode> = {
   login: () => <LoginPage />,
   signup: () => <SignupPage />,
   setup: () => <SetupPage />,
+  reset: () => <ResetPasswordPage />,
 };
 
 const NAV = ROUTES.flatMap((route) => ('nav' in route ? [{ to: route.path, label: route.nav, adminOnly: route.access === 'admin' }] : []));

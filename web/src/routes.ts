@@ -24,6 +24,7 @@ export const ROUTES = [
   { path: '/login', page: 'login', access: 'public' },
   { path: '/signup', page: 'signup', access: 'public' },
   { path: '/setup', page: 'setup', access: 'public' },
+  { path: '/reset-password', page: 'reset', access: 'public' },
 ] as const satisfies readonly Route[];
 
 export type PageName = (typeof ROUTES)[number]['page'];

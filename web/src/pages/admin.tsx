@@ -165,6 +165,16 @@ function AccountsCard() {
   const [error, setError] = useState<unknown>();
   const [saved, setSaved] = useState<string>();
   const [pending, setPending] = useState<{ account: AdminAccount; plan: string }>();
+  const [resetLink, setResetLink] = useState<{ email: string; url: string; expiresAt: string }>();
+  const makeResetLink = async (account: AdminAccount) => {
+    setError(undefined);
+    setResetLink(undefined);
+    try {
+      setResetLink(await api.post(`/dashboard-api/admin/accounts/${encodeURIComponent(account.accountId)}/reset-link`));
+    } catch (err) {
+      setError(err);
+    }
+  };
   const changePlan = async (account: AdminAccount, plan: string) => {
     setPending(undefined);
     setError(undefined);
@@ -194,6 +204,16 @@ function AccountsCard() {
     { header: 'Storage', cell: (a) => bytes(a.storageBytes) },
     { header: 'Active keys', cell: (a) => a.activeKeys },
     { header: 'Created', title: (a) => a.createdAt, cell: (a) => dateTime(a.createdAt) },
+    {
+      label: 'Actions',
+      cell: (a) => (
+        <div className="actions">
+          <button type="button" className="secondary small" onClick={() => makeResetLink(a)} aria-label={`Password-reset link for ${a.email}`}>
+            Reset link
+          </button>
+        </div>
+      ),
+    },
   ];
   return (
     <section className="card" aria-labelledby="accounts-title">
@@ -219,6 +239,20 @@ function AccountsCard() {
       {saved && (
         <div className="notice ok" role="status">
           {saved}
+        </div>
+      )}
+      {resetLink && (
+        <div className="secret" data-testid="reset-link">
+          <p>
+            Send this link to <strong>{resetLink.email}</strong>: it sets a new password once, until {dateTime(resetLink.expiresAt)}, and ends the
+            account's other sessions. It is shown only now.
+          </p>
+          <div className="secret-row">
+            <code className="secret-value" data-testid="reset-link-url">
+              {resetLink.url}
+            </code>
+            <CopyButton text={resetLink.url} label="Copy link" />
+          </div>
         </div>
       )}
       <DataTable

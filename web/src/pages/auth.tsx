@@ -188,3 +188,33 @@ export function SetupPage() {
     </AuthCard>
   );
 }
+
+/** A password-reset link from the operator: a new password, then signed in (other sessions end). */
+export function ResetPasswordPage() {
+  const { query } = useLocation();
+  const token = query.get('token') ?? '';
+  const [password, setPassword] = useState('');
+  const form = useSubmit('/auth/reset-password', () => ({ token, password }));
+  if (!token) return <NothingToDo title="Reset your password">This page needs the link the operator sent you. Ask them for a new one.</NothingToDo>;
+  return (
+    <AuthCard title="Choose a new password">
+      <p className="muted">
+        The link works once, for a day. Setting a password signs you in here and signs you out everywhere else; your API keys keep working.
+      </p>
+      <AuthForm form={form} label="Set the new password" busyLabel="Saving…">
+        <label>
+          New password <span className="muted small">(at least 8 characters)</span>
+          <input
+            type="password"
+            name="password"
+            autoComplete="new-password"
+            minLength={8}
+            required
+            value={password}
+            onChange={(e) => setPassword(e.target.value)}
+          />
+        </label>
+      </AuthForm>
+    </AuthCard>
+  );
+}

@@ -1,9 +1,10 @@
 // The operator's page: accounts (with their plan and usage), plan changes, the queue's depth and
-// recent failures, and sign-up invitations. Administrators only (accounts.is_admin).
+// recent failures, sign-up invitations and password-reset links. Administrators only (accounts.is_admin).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { iso } from '../../../clock.js';
 import { findAccountById, listAccountsWithUsage, setPlan } from '../../../accounts/accounts.js';
 import { createInvite, listInvites, revokeInvite } from '../../../accounts/onboarding.js';
+import { resetToken } from '../../../accounts/password-reset.js';
 import { PLAN_NAMES, type PlanName } from '../../../accounts/plans.js';
 import { notFound } from '../../../errors.js';
 import type { Services } from '../../../services.js';
@@ -74,6 +75,25 @@ export function adminRoutes(app: FastifyInstance, services: Services): void {
       await setPlan(database, account.id, request.body.plan);
       request.log.info({ by: request.account.id, accountId: account.id, from: account.plan, to: request.body.plan }, 'plan changed by the operator');
       return { success: true, data: accountView((await findAccountById(database, account.id))!) };
+    },
+  );
+
+  // A link that lets the account set a new password (valid a day, once): the operator sends it.
+  app.post(
+    '/admin/accounts/:accountId/reset-link',
+    { schema: { ...hidden, params: idParam('accountId', 'acct') } },
+    async (request: FastifyRequest<{ Params: { accountId: string } }>, reply) => {
+      const account = await findAccountById(database, request.params.accountId);
+      if (!account) throw notFound('Account');
+      const { token, expiresAt } = resetToken(account, clock);
+      request.log.info({ by: request.account.id, accountId: account.id }, 'password-reset link made by the operator');
+      return reply
+        .code(201)
+        .header('cache-control', 'no-store')
+        .send({
+          success: true,
+          data: { email: account.email, url: `${config.publicUrl}/reset-password?token=${encodeURIComponent(token)}`, expiresAt: iso(expiresAt) },
+        });
     },
   );
 

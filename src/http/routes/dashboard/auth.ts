@@ -1,4 +1,4 @@
-// The dashboard's sign-up, login, logout, session and first-run setup: /auth/*.
+// The dashboard's sign-up, login, logout, session, first-run setup and password reset: /auth/*.
 //
 // These answer JSON in the usual envelope and are not part of the public API (hidden from the
 // OpenAPI document). Requests that start a session are refused from other origins (Origin and
@@ -20,6 +20,7 @@ import {
   type Session,
 } from '../../../accounts/sessions.js';
 import { normaliseEmail } from '../../../accounts/accounts.js';
+import { resetPassword } from '../../../accounts/password-reset.js';
 import { AppError } from '../../../errors.js';
 import type { Services } from '../../../services.js';
 import { checkCsrf, clearSessionCookie, isSameOrigin, readCookie, readSession, sessionCookie } from '../../auth.js';
@@ -134,6 +135,30 @@ export function authRoutes(app: FastifyInstance, services: Services): void {
       const account = await completeSetup(database, clock, request.body);
       request.log.warn({ accountId: account.id, email: account.email }, 'first administrator created through the setup page; setup is now closed');
       return startSession(request, reply, account, 201);
+    },
+  );
+
+  // A reset link from the operator (password-reset.ts): the new password, every old session
+  // ended, and a fresh session here.
+  app.post(
+    '/auth/reset-password',
+    {
+      schema: {
+        ...hidden,
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['token', 'password'],
+          properties: { token: { type: 'string', minLength: 1, maxLength: 300 }, password: newPassword },
+        },
+      },
+    },
+    async (request: FastifyRequest<{ Body: { token: string; password: string } }>, reply) => {
+      refuseCrossSite(request);
+      await takeAttempt(database, `address:${request.ip}`, ATTEMPTS_PER_ADDRESS, clock.now());
+      const account = await resetPassword(database, clock, request.body.token, request.body.password);
+      request.log.info({ accountId: account.id }, 'password reset with a link from the operator; its sessions ended');
+      return startSession(request, reply, account, 200);
     },
   );
 

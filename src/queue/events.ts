@@ -1,4 +1,5 @@
-// In-process wake-ups: workers wait for `queued`, long-polls wait for a task to finish.
+// In-process wake-ups: workers wait for `queued`, long-polls wait for a task to finish, the
+// webhook deliverer for any task to finish (`finished`: its events may be queued).
 // Other processes are reached through the database: a bridge (LISTEN/NOTIFY on PostgreSQL,
 // src/queue/notify.ts) publishes what happens here and delivers what happens elsewhere; the
 // slow poll is the safety net either way.
@@ -26,12 +27,16 @@ export class QueueEvents extends EventEmitter {
   /** A task finished; call after its transaction has committed. */
   finished(taskId: string): void {
     this.emit(`finished:${taskId}`);
+    this.emit('finished', taskId);
     this.publish?.(`finished:${taskId}`);
   }
   /** A message from another process: woken here, not published again. */
   deliver(message: QueueMessage): void {
     if (message === 'queued') this.emit('queued');
-    else if (message.startsWith('finished:')) this.emit(message);
+    else if (message.startsWith('finished:')) {
+      this.emit(message);
+      this.emit('finished', message.slice('finished:'.length));
+    }
   }
   /** Resolves when `taskId` finishes in this process, or after `ms`. */
   waitForFinish(taskId: string, ms: number, signal?: AbortSignal): Promise<void> {

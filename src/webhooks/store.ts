@@ -270,6 +270,15 @@ export interface ClaimedDelivery {
 export async function claimDeliveries(database: Database, now: number, workerId: string, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
   if (limit <= 0) return [];
   const { db, skipLocked } = database;
+  // A read first: the claim writes, and most looks (every task's end wakes this) find nothing.
+  const any = await db
+    .selectFrom('webhook_deliveries')
+    .select('id')
+    .where('status', 'in', ['pending', 'delivering'])
+    .where('run_at', '<=', now)
+    .limit(1)
+    .executeTakeFirst();
+  if (!any) return [];
   const due = db
     .selectFrom('webhook_deliveries')
     .select('id')

@@ -42,6 +42,8 @@ export class WorkerPool {
   private started = false;
   private reaper: NodeJS.Timeout | undefined;
   private readonly onQueued = () => this.pool.wake();
+  /** A task ended (here, or elsewhere on PostgreSQL): its webhook events are due now. */
+  private readonly onFinished = () => this.webhooks.wake();
 
   constructor(
     private readonly deps: WorkerDeps,
@@ -70,6 +72,7 @@ export class WorkerPool {
     this.started = true;
     const { config, queue, logger } = this.deps;
     queue.events.on('queued', this.onQueued);
+    queue.events.on('finished', this.onFinished);
     this.reaper = setInterval(
       () => {
         queue.reapExpiredLeases().catch((err) => logger.error({ err }, 'lease reaper failed'));
@@ -89,6 +92,7 @@ export class WorkerPool {
     this.started = false;
     clearInterval(this.reaper);
     this.deps.queue.events.off('queued', this.onQueued);
+    this.deps.queue.events.off('finished', this.onFinished);
     await Promise.all([this.pool.stop(deadlineMs), this.webhooks.stop(deadlineMs)]);
     // The warm converters go with the worker that owned them, not only with the process.
     await this.documents.libreoffice.close();

@@ -1,6 +1,7 @@
 // The dashboard's one way to the server: same-origin requests with the session cookie, the
 // session's CSRF token on every state-changing request, the API's envelope unwrapped, and
-// RATE_LIMITED answered by waiting as Retry-After says (the session shares the plan's rate limit).
+// RATE_LIMITED answered by waiting as Retry-After says (a session's writes share the plan's rate
+// limit; its reads have the dashboard's own budget, src/http/auth.ts SESSION_READS_PER_SECOND).
 // Never an API key.
 import type { components } from '../../sdk/openapi';
 
@@ -39,7 +40,7 @@ export function setSessionLostHandler(handler: () => void): void {
   onSessionLost = handler;
 }
 
-// A few requests at a time: thumbnails of a long list must not trip the plan's rate limit.
+// A few requests at a time: a long list's thumbnails load in order, within the session's read budget.
 const MAX_IN_FLIGHT = 4;
 let inFlight = 0;
 const waiting: (() => void)[] = [];

@@ -383,7 +383,9 @@ function InvitesCard() {
       )}
       <form onSubmit={create} className="form inline">
         <label>
-          For email <span className="muted small">(optional)</span>
+          <span>
+            For email <span className="muted small">(optional)</span>
+          </span>
           <input type="email" name="inviteEmail" value={email} onChange={(e) => setEmail(e.target.value)} />
         </label>
         <button type="submit">Create invitation</button>

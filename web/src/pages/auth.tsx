@@ -203,7 +203,9 @@ export function ResetPasswordPage() {
       </p>
       <AuthForm form={form} label="Set the new password" busyLabel="Saving…">
         <label>
-          New password <span className="muted small">(at least 8 characters)</span>
+          <span>
+            New password <span className="muted small">(at least 8 characters)</span>
+          </span>
           <input
             type="password"
             name="password"

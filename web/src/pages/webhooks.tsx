@@ -90,7 +90,9 @@ function CreateCard({ onCreated }: { onCreated: () => void }) {
           ))}
         </fieldset>
         <label>
-          Description <span className="muted small">(optional)</span>
+          <span>
+            Description <span className="muted small">(optional)</span>
+          </span>
           <input name="description" maxLength={200} value={description} onChange={(e) => setDescription(e.target.value)} />
         </label>
         <ErrorBox error={error} />

@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
@@ -24,6 +25,25 @@ const JPEG = corpusFile('images/sharp/320x240.jpg');
 const PNG = corpusFile('images/sharp/Flag_of_the_Netherlands-alpha.png');
 const USER = { email: 'playground@example.com', password: 'playground-password-1' };
 const run = promisify(execFile);
+
+const AXE_SOURCE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+/** axe-core's violations on the page as it is, one line each. */
+async function axeViolations(page: Page): Promise<string[]> {
+  if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
+  return page.evaluate(async () => {
+    type Violation = { id: string; help: string; nodes: { target: string[] }[] };
+    const axe = (window as unknown as { axe: { run: (context: Document, options: object) => Promise<{ violations: Violation[] }> } }).axe;
+    const { violations } = await axe.run(document, { resultTypes: ['violations'] });
+    return violations.map(
+      (v) =>
+        `${v.id}: ${v.help} — ${v.nodes
+          .slice(0, 4)
+          .map((n) => n.target.join(' '))
+          .join('; ')}`,
+    );
+  });
+}
 
 function ensureDashboardBuilt(): void {
   if (fs.existsSync(path.join(REPO_ROOT, 'web', 'dist', 'index.html'))) return;
@@ -43,15 +63,27 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
   const shoot = async (name: string) => {
     await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
   };
-  /** Desktop and 390 px screenshots of the page as it is; at 390 px nothing is wider than the screen. */
+  /**
+   * Desktop and 390 px screenshots of the page as it is (light; dark on the desktop too): axe-core
+   * finds nothing in either theme or size, and at 390 px nothing is wider than the screen.
+   */
   const shootBoth = async (name: string) => {
-    await shoot(`${name}-desktop`);
-    await page.setViewportSize({ width: 390, height: 844 });
-    await page.waitForTimeout(200);
-    const widths = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
-    await shoot(`${name}-390`);
+    const problems: string[] = [];
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      for (const width of [1280, 390]) {
+        await page.setViewportSize({ width, height: width === 390 ? 844 : 900 });
+        await page.waitForTimeout(200);
+        const where = `${name} ${scheme} ${width} px`;
+        const widths = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
+        if (widths.scroll > widths.inner) problems.push(`${where}: ${widths.scroll} px wide`);
+        for (const violation of await axeViolations(page)) problems.push(`${where}: ${violation}`);
+        if (scheme === 'light' || width === 1280) await shoot(`${name}-${width === 390 ? '390' : 'desktop'}${scheme === 'dark' ? '-dark' : ''}`);
+      }
+    }
+    await page.emulateMedia({ colorScheme: 'light' });
     await page.setViewportSize({ width: 1280, height: 900 });
-    assert.ok(widths.scroll <= widths.inner, `${name} at 390 px is ${widths.scroll} px wide`);
+    assert.deepEqual(problems, []);
   };
   const results = () => page.getByTestId('results');
   const waitCompleted = async (count = 1) => {
@@ -128,7 +160,7 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     const answer = page.getByTestId('test-key-answer');
     await answer.getByText('HTTP 200').waitFor();
     assert.match((await answer.textContent())!, /"plan": "pro"/);
-    await shootBoth('keys');
+    await shootBoth('keys-new-key');
   });
 
   it('checks options in the browser: one plain message beside the field, and nothing is sent', async () => {
@@ -269,7 +301,7 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     const compare = page.getByTestId('compare').first();
     await compare.locator('img.after').waitFor();
     await compare.getByTestId('compare-zoom').selectOption('2');
-    await shootBoth('playground');
+    await shootBoth('playground-results');
   });
 
   it('the task page shows the API request that reproduces it', async () => {

@@ -48,6 +48,10 @@ export function ApiRequestPanel({ call, heading = 'API request' }: { call: JobCa
         with the body below, then poll and download. Your API key goes in <code>x-api-key</code> (<Link to="/keys">API keys</Link>).
       </p>
       <SnippetTabs title={heading} testId="api-request-code" code={(language) => jobSnippet(language, call)} />
+      <p className="muted small">
+        Rather than polling: a <Link to="/webhooks">webhook</Link> sends <code>task.completed</code> (or <code>task.failed</code>,{' '}
+        <code>batch.completed</code>) to your URL, signed with its secret.
+      </p>
     </details>
   );
 }
@@ -120,7 +124,7 @@ export function NewKeySnippets({ apiKey }: { apiKey: string }) {
           role="status"
         >
           <strong>{answer.status ? `HTTP ${answer.status}` : 'No answer'}</strong>
-          <pre className="snippet">
+          <pre className="snippet" tabIndex={0} aria-label="the answer to GET /api/account">
             <code>{answer.text}</code>
           </pre>
         </div>

@@ -284,7 +284,7 @@ function Compare({ before, after, label }: { before: string; after: string; labe
   const afterSrc = usePreview(after, box);
   return (
     <div className="compare" data-testid="compare">
-      <div className="compare-view">
+      <div className="compare-view" tabIndex={0} role="region" aria-label={`before and after: ${label}`}>
         <div className="compare-stage" style={{ width: `${zoom * 100}%` }}>
           {beforeSrc ? <img src={beforeSrc} alt={`${label}: before`} /> : <div className="thumb thumb-large" />}
           {afterSrc && <img className="after" src={afterSrc} alt={`${label}: after`} style={{ clipPath: `inset(0 0 0 ${position}%)` }} />}
@@ -490,7 +490,7 @@ function StoredFiles({ onPick, exclude }: { onPick: (file: ApiFile) => void; exc
                 className="secondary small"
                 disabled={exclude.has(f.fileId)}
                 onClick={() => onPick(f)}
-                aria-label={`add ${f.filename}`}
+                aria-label={`${exclude.has(f.fileId) ? 'Added' : 'Add'} ${f.filename}`}
               >
                 {exclude.has(f.fileId) ? 'Added' : 'Add'}
               </button>

@@ -34,6 +34,9 @@ export const DELIVERY_RETENTION_MS = 30 * 24 * 3600_000;
 /** Attempts kept in a delivery's log (24 hours of the schedule above make about a dozen). */
 const ATTEMPT_LOG_LIMIT = 30;
 
+/** What the log says of an attempt whose worker died before recording its outcome. */
+export const LOST_ATTEMPT = 'no outcome recorded: the worker stopped during the attempt (the receiver may have had the event)';
+
 /** The wait after `attempts` failed attempts. */
 export const retryDelayMs = (attempts: number): number => RETRY_DELAYS_MS[attempts - 1] ?? RETRY_EVERY_MS;
 
@@ -337,7 +340,12 @@ export async function recordAttempt(
   now: number,
 ): Promise<AttemptOutcome> {
   const { ok, ...record } = attempt;
-  const log = [...(JSON.parse(claimed.attempt_log) as AttemptRecord[]), record].slice(-ATTEMPT_LOG_LIMIT);
+  const earlier = JSON.parse(claimed.attempt_log) as AttemptRecord[];
+  // Claims before this one that recorded nothing: their worker died mid-attempt (the receiver
+  // may have had the event). Logged as such, so the log counts every attempt.
+  const lost = Math.max(0, claimed.attempts - 1 - earlier.length);
+  const lostRecords = Array.from({ length: lost }, () => ({ at: record.at, durationMs: 0, error: LOST_ATTEMPT }));
+  const log = [...earlier, ...lostRecords, record].slice(-ATTEMPT_LOG_LIMIT);
   const next = now + retryDelayMs(claimed.attempts);
   const outcome: AttemptOutcome = ok ? 'delivered' : next <= claimed.give_up_at ? 'retrying' : 'failed';
   const result = await database.db

@@ -78,6 +78,10 @@ for (const dialect of DIALECTS) {
       });
       assert.equal(deliveries[0].eventId, events[0]!.id);
       assert.equal(deliveries[0].statusCode, 200);
+      // Both attempts are in its log: the lost one says so.
+      assert.equal(deliveries[0].attempts, 2);
+      assert.match(deliveries[0].attemptLog[0].error, /worker stopped during the attempt/);
+      assert.equal(deliveries[0].attemptLog[1].statusCode, 200);
     });
   });
 }

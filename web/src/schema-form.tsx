@@ -7,6 +7,7 @@
 import type { ReactNode } from 'react';
 import { label } from './format';
 import { Markdown } from './markdown';
+import { exampleOf } from './validation';
 
 export interface JsonSchema {
   type?: string | string[];
@@ -19,6 +20,7 @@ export interface JsonSchema {
   maxLength?: number;
   description?: string;
   example?: unknown;
+  examples?: unknown[];
   items?: JsonSchema;
   properties?: Record<string, JsonSchema>;
   required?: string[];
@@ -134,7 +136,7 @@ function Field(props: {
         {...common}
         type="text"
         maxLength={schema.maxLength}
-        placeholder={schema.example !== undefined ? String(schema.example) : type === 'array' || type === 'object' ? 'JSON' : ''}
+        placeholder={exampleOf(schema) ?? (type === 'array' || type === 'object' ? 'JSON' : '')}
         value={String(value ?? '')}
         onChange={(e) => onChange(e.target.value)}
       />

@@ -6,10 +6,21 @@
 import { label } from './format';
 import type { FormValues, JsonSchema } from './schema-form';
 
+/** The rules between a kind's options (src/http/routes/dashboard/option-rules.ts). */
 export interface OptionRules {
   exclusive: [string, string][];
   requires: [string, string][];
+  /** [field, options]: one of the options must be given; the message goes at `field`. */
+  oneOf?: [string, string[]][];
 }
+
+const orList = (words: string[]) => (words.length <= 1 ? (words[0] ?? '') : `${words.slice(0, -1).join(', ')} or ${words.at(-1)}`);
+
+/** The schema's example value as text (`example`, or the first of `examples`). */
+export const exampleOf = (schema: JsonSchema): string | undefined => {
+  const example = schema.example ?? schema.examples?.[0];
+  return example === undefined ? undefined : String(example);
+};
 
 const typesOf = (schema: JsonSchema): string[] => (Array.isArray(schema.type) ? schema.type : [schema.type ?? 'string']);
 
@@ -84,9 +95,8 @@ export function checkField(name: string, schema: JsonSchema, value: string | boo
   if (schema.maxLength !== undefined && value.length > schema.maxLength) return `Use at most ${schema.maxLength} characters.`;
   if (schema.pattern && !new RegExp(schema.pattern).test(value)) {
     if (choices) return `Enter ${quoteList(choices)}.`;
-    return schema.example !== undefined
-      ? `This is not in the expected form; for example: ${String(schema.example)}.`
-      : 'This is not in the expected form.';
+    const example = exampleOf(schema);
+    return example !== undefined ? `Write it like ${example}.` : 'This is not in the expected form.';
   }
   return undefined;
 }
@@ -125,6 +135,9 @@ export function validateForm(
   for (const [option, needs] of rules?.requires ?? []) {
     if (filled(values[option]) && !filled(values[needs]) && !problems[option])
       problems[option] = `${label(option)} applies only with ${label(needs)}.`;
+  }
+  for (const [field, options] of rules?.oneOf ?? []) {
+    if (!options.some((option) => filled(values[option])) && !problems[field]) problems[field] = `Give ${orList(options.map(label))}.`;
   }
   return problems;
 }

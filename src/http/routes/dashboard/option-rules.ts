@@ -3,7 +3,8 @@
 // (compress: targetSize is exclusive with quality; watermark: exactly one of text or logoFileId,
 // fontSize for text only…). Rather than restate them, they are read from `check` itself: each
 // pair of options is given valid sample values, and a message that appears only when both are
-// set is an exclusion; a message about `b` that goes away once `a` is set is a need. Required
+// set is an exclusion; a message about `b` that goes away once `a` is set is a need; a message
+// with no option set that any one of some options cures makes those a choice. Required
 // options always carry a valid sample (from the kind's example where it has one).
 import type { PlanLimits } from '../../../accounts/plans.js';
 import type { AnyOperation, FieldError } from '../../../operations/types.js';
@@ -15,6 +16,8 @@ export interface OptionRules {
   exclusive: [string, string][];
   /** [option, what it needs]: the first applies only when the second is given. */
   requires: [string, string][];
+  /** [field, options]: without any of the options the kind is refused at `field` (watermark: text or logoFileId). */
+  oneOf: [string, string[]][];
 }
 
 const INPUT_FIELDS = new Set(['fileId', 'fileIds']);
@@ -45,7 +48,7 @@ function messages(op: AnyOperation, options: Record<string, unknown>, limits: Pl
 const keyOf = (e: FieldError) => `${e.field}\u0000${e.message}`;
 
 export function optionRules(op: AnyOperation, limits: PlanLimits): OptionRules {
-  const rules: OptionRules = { exclusive: [], requires: [] };
+  const rules: OptionRules = { exclusive: [], requires: [], oneOf: [] };
   if (!op.check) return rules;
   const properties = ((op.options as { properties?: Record<string, Schema> }).properties ?? {}) as Record<string, Schema>;
   const required = new Set((op.options as { required?: string[] }).required ?? []);
@@ -59,6 +62,11 @@ export function optionRules(op: AnyOperation, limits: PlanLimits): OptionRules {
   const names = Object.keys(properties).filter((name) => !INPUT_FIELDS.has(name) && !required.has(name));
   const values = Object.fromEntries(names.map((name) => [name, sample(properties[name]!, examples[name])]));
   const alone = new Map(names.map((name) => [name, messages(op, { ...base, [name]: values[name] }, limits)]));
+  // What the kind refuses with no optional option given, and which single options make it go away.
+  for (const error of messages(op, base, limits)) {
+    const cures = names.filter((name) => !alone.get(name)!.some((e) => keyOf(e) === keyOf(error)));
+    if (cures.length > 0 && !rules.oneOf.some(([field]) => field === error.field)) rules.oneOf.push([error.field, cures]);
+  }
   for (let i = 0; i < names.length; i++) {
     for (let j = 0; j < names.length; j++) {
       if (i === j) continue;

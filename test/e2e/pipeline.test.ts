@@ -223,6 +223,25 @@ for (const dialect of DIALECTS) {
       assert.deepEqual([task.result.width, task.result.height], [800, 600]);
     });
 
+    it('an esrgan upscale is a step like any other; its limit sees the size the steps before leave', async () => {
+      // The 6-megapixel photo is past Pro's maxAiUpscalePixels for a single esrgan job, not once resized to 64 px wide.
+      const direct = await client.post('/api/process/pipeline', { fileId: photo, steps: [{ kind: 'upscale', factor: 2, model: 'esrgan' }] });
+      assert.equal(direct.status, 400, JSON.stringify(direct.body));
+      assert.ok(
+        direct.body.error.details.fields.some((f: { field: string }) => f.field === 'steps[0].model'),
+        JSON.stringify(direct.body.error),
+      );
+      const task = await run('/api/process/pipeline', {
+        fileId: photo,
+        steps: [
+          { kind: 'resize', width: 64 },
+          { kind: 'upscale', factor: 2, model: 'esrgan' },
+        ],
+        format: 'png',
+      });
+      assert.deepEqual([task.result.width, task.result.height], [128, 104]);
+    });
+
     it('batch form: one task per file, each a pipeline, charged one each', async () => {
       const other = await client.uploadOk(corpus('images/sharp/Landscape_1.jpg'));
       const usedBefore = (await client.get('/api/account')).body.data.usage.monthlyTasks.used as number;

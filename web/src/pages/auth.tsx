@@ -80,13 +80,15 @@ function CredentialFields(props: ReturnType<typeof useCredentials> & { emailLabe
         <input type="email" name="email" autoComplete="username" required value={props.email} onChange={(e) => props.setEmail(e.target.value)} />
       </label>
       <label>
-        Password
-        {props.newPassword && (
-          <>
-            {' '}
-            <span className="muted small">(at least 8 characters)</span>
-          </>
-        )}
+        <span>
+          Password
+          {props.newPassword && (
+            <>
+              {' '}
+              <span className="muted small">(at least 8 characters)</span>
+            </>
+          )}
+        </span>
         <input
           type="password"
           name="password"

@@ -5,11 +5,12 @@ import { api, downloadUrl, isFinished, TASK_STATUSES, type ApiTask } from '../ap
 import { ErrorBox, PageTitle, ProgressBar, StatusBadge, Thumb } from '../components';
 import { DataTable, Pager, usePagedList, type Column } from '../data-table';
 import { bytes, dateTime } from '../format';
-import { Link } from '../router';
+import { Link, navigate, useLocation } from '../router';
 import { TaskApiRequest } from '../api-request';
 
 export function TasksPage() {
-  const [status, setStatus] = useState('');
+  // The filter is in the address (/tasks?status=failed), so it can be linked and survives a reload.
+  const status = useLocation().query.get('status') ?? '';
   const list = usePagedList<{ tasks: ApiTask[]; nextCursor: string | null }>('/api/tasks', { limit: '20', status });
   const tasks = list.data?.tasks ?? [];
   const unfinished = tasks.some((t) => !isFinished(t.status));
@@ -87,7 +88,7 @@ export function TasksPage() {
             name="status"
             value={status}
             onChange={(e) => {
-              setStatus(e.target.value);
+              navigate(e.target.value ? `/tasks?status=${encodeURIComponent(e.target.value)}` : '/tasks', { replace: true });
               list.reset();
             }}
           >

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
+import { kindsOf } from '../../src/cli/job-options.js';
 import { superResolutionEngine, superResolve } from '../../src/imaging/super-resolution/engine.js';
 import { upscale } from '../../src/operations/upscale.js';
 import type { StepEnv } from '../../src/operations/types.js';
@@ -214,6 +215,9 @@ for (const dialect of DIALECTS) {
       }
       // The account shows the plan's limit.
       assert.equal((await client.get('/api/account')).body.data.limits.maxAiUpscalePixels, 2_000_000);
+      // The command line takes its options from the service's document: `--model esrgan` is among them.
+      const { body: document } = await client.get('/openapi.json');
+      assert.deepEqual(kindsOf(document).get('upscale')?.options.get('model')?.enum, ['lanczos', 'esrgan']);
     });
 
     it('refuses at queue time: Free, an input above maxAiUpscalePixels (single and batch), an animation', async () => {

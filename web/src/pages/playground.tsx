@@ -68,6 +68,8 @@ const INPUT_FIELDS = new Set(['fileId', 'fileIds']);
 /** Kinds whose point is the output's size: only these show what was saved. */
 const SIZE_KINDS = new Set(['compress', 'convert']);
 const HISTORY_KEY = 'imgapi.playground.history';
+/** Results of a run shown with before/after previews; the others get a lazily loaded thumbnail. */
+const RICH_RESULTS = 6;
 let nextLocalId = 1;
 let nextStepId = 1;
 
@@ -346,7 +348,11 @@ function Slides({ task }: { task: ApiTask }) {
   );
 }
 
-function TaskResult({ run, task, entry }: { run: RunRecord; task: ApiTask | undefined; entry: RunRecord['tasks'][number] }) {
+/**
+ * One task of a run. `rich`: before/after previews (the first few of a run); the rest show a
+ * thumbnail that loads as it scrolls into view, so a batch of 50 does not fetch 100 previews.
+ */
+function TaskResult({ run, task, entry, rich }: { run: RunRecord; task: ApiTask | undefined; entry: RunRecord['tasks'][number]; rich: boolean }) {
   const status = task?.status ?? 'queued';
   const input = run.inputs.find((i) => i.fileId === entry.fileId) ?? (run.inputs.length === 1 ? run.inputs[0] : undefined);
   const result = task?.result;
@@ -376,9 +382,9 @@ function TaskResult({ run, task, entry }: { run: RunRecord; task: ApiTask | unde
         <div className="result-body-wide">
           {task.outputFileIds?.length ? (
             <Slides task={task} />
-          ) : isImage && input && sameShape ? (
+          ) : rich && isImage && input && sameShape ? (
             <Compare before={input.fileId} after={task.outputFileId} label={entry.label} />
-          ) : isImage && input?.width ? (
+          ) : rich && isImage && input?.width ? (
             <div className="grid two">
               <div>
                 <div className="muted small">Before</div>
@@ -390,7 +396,7 @@ function TaskResult({ run, task, entry }: { run: RunRecord; task: ApiTask | unde
               </div>
             </div>
           ) : (
-            <Thumb fileId={task.outputFileId} alt={`result of ${entry.label}`} box={320} eager />
+            <Thumb fileId={task.outputFileId} alt={`result of ${entry.label}`} box={320} eager={rich} />
           )}
           <p className="muted" data-testid="result-meta">
             {result.format}
@@ -452,8 +458,8 @@ function Results({ run, tasks }: { run: RunRecord; tasks: Record<string, ApiTask
         </div>
       )}
       <ul className="results" data-testid="results">
-        {run.tasks.map((entry) => (
-          <TaskResult key={entry.taskId} run={run} task={tasks[entry.taskId]} entry={entry} />
+        {run.tasks.map((entry, index) => (
+          <TaskResult key={entry.taskId} run={run} task={tasks[entry.taskId]} entry={entry} rich={index < RICH_RESULTS} />
         ))}
       </ul>
       <ApiRequestPanel call={run.call} />

@@ -192,6 +192,20 @@ for (const dialect of DIALECTS) {
         }
       }
       assert.equal((await client.get('/api/tasks?limit=100')).body.data.tasks.length, before);
+
+      // What only drawing can tell (text no font can draw) fails the task, naming the step's field too.
+      const queued = await client.post('/api/process/pipeline', {
+        fileId: photo,
+        steps: [
+          { kind: 'resize', width: 100 },
+          { kind: 'watermark', text: '\u2800\u2800' },
+        ],
+      });
+      const task = await client.waitForTask(queued.body.data.taskId);
+      assert.equal(task.status, 'failed');
+      assert.equal(task.error.code, 'INVALID_OPTIONS');
+      assert.deepEqual(task.error.details, { field: 'steps[1].text' });
+      assert.match(task.error.message, /^steps\[1\]\.text: draws nothing/);
     });
 
     it('an intermediate result past the pixel limit fails the task at queue time, charged nothing', async () => {

@@ -128,6 +128,7 @@ export function KeysPage() {
           rowAttributes={(key) => ({ 'data-key-id': key.keyId })}
           empty="No keys yet."
           loading={list.loading}
+          error={list.error}
         />
       </section>
     </>

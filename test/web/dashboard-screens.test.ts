@@ -7,7 +7,8 @@
 // unreachable server is shown as offline, never as an empty list; and a page of many thumbnails
 // on the Free plan (5 requests/s) loads without a single 429.
 //
-// Screenshots go to test-output/screenshots/ (git-ignored), named <page>-<size>-<theme>.png.
+// Screenshots go to test-output/screenshots/dashboard-screens/ (git-ignored), named
+// <page>-<size>-<theme>.png.
 // SQLite is enough here: the HTTP-level checks (dashboard-traffic.test.ts) run on every dialect.
 // TEST_DASHBOARD_DIR serves another build of web/ (one made with `vite build --outDir`) instead
 // of web/dist, e.g. while web/dist is being rebuilt.
@@ -24,7 +25,7 @@ import { createAccount, createApiKey, type Account } from '../../src/accounts/ac
 import { Client, REPO_ROOT, corpusFile, startServer, type TestServer } from '../helpers.js';
 
 const CHROMIUM = '/usr/bin/chromium';
-const SCREENSHOTS = path.join(REPO_ROOT, 'test-output', 'screenshots');
+const SCREENSHOTS = path.join(REPO_ROOT, 'test-output', 'screenshots', 'dashboard-screens');
 const AXE_SOURCE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const JPEG = corpusFile('images/sharp/320x240.jpg');
 const PNG = corpusFile('images/sharp/Flag_of_the_Netherlands-alpha.png');

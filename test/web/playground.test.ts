@@ -312,6 +312,10 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     await panel.locator('button[data-language=sdk]').click();
     const code = (await panel.locator('pre').textContent())!;
     assert.match(code, /imgapi\.process\("compress", \{fileId: "file_[^"]+", quality: 60\}\)/);
+    await panel.locator('button[data-language=cli]').click();
+    await panel
+      .locator('pre', { hasText: /npx imgapi run compress (320x240\.jpg|Flag_of_the_Netherlands-alpha\.png) -o out --quality 60/ })
+      .waitFor();
   });
 
   it('a deck shows as a slide gallery with a ZIP of all slides', async () => {

@@ -47,6 +47,7 @@ export function ApiRequestPanel({ call, heading = 'API request' }: { call: JobCa
         The same job from your own code: <code>POST {call.mode === 'batch' ? `/api/process/batch/${call.kind}` : `/api/process/${call.kind}`}</code>{' '}
         with the body below, then poll and download. Your API key goes in <code>x-api-key</code> (<Link to="/keys">API keys</Link>).
       </p>
+      {call.note && <p className="muted small">{call.note}</p>}
       <SnippetTabs title={heading} testId="api-request-code" code={(language) => jobSnippet(language, call)} />
       <p className="muted small">
         Rather than polling: a <Link to="/webhooks">webhook</Link> sends <code>task.completed</code> (or <code>task.failed</code>,{' '}
@@ -72,9 +73,25 @@ export function taskCall(task: ApiTask, origin = location.origin): JobCall {
 
 /** The task page's panel (pages/tasks.tsx renders it). */
 export function TaskApiRequest({ task }: { task: ApiTask }) {
+  // The inputs' names, for the CLI (which takes local files): one metadata read per input.
+  const ids = (task.input.fileIds ?? (task.input.fileId ? [task.input.fileId] : [])).join(',');
+  const [names, setNames] = useState<string[]>([]);
+  useEffect(() => {
+    const controller = new AbortController();
+    Promise.all(
+      ids
+        .split(',')
+        .filter(Boolean)
+        .map((id) => api.get<{ filename: string }>(`/api/files/${encodeURIComponent(id)}`, { signal: controller.signal })),
+    ).then(
+      (files) => setNames(files.map((f) => f.filename)),
+      () => undefined, // an expired input: the CLI line keeps a placeholder name
+    );
+    return () => controller.abort();
+  }, [ids]);
   return (
     <section className="card">
-      <ApiRequestPanel call={taskCall(task)} />
+      <ApiRequestPanel call={{ ...taskCall(task), inputNames: names }} />
     </section>
   );
 }

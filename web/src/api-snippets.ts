@@ -23,6 +23,8 @@ export interface JobCall {
   outputName?: string;
   /** The key itself (right after it is created); otherwise $IMGAPI_KEY from the environment. */
   apiKey?: string;
+  /** Said beside the code (several single tasks: the code is the first one's). */
+  note?: string;
 }
 
 /** A word for the shell: single-quoted unless it is plainly safe. */

@@ -813,7 +813,10 @@ export function PlaygroundPage() {
           started.push({ taskId: queued.taskId, fileId, label: names.get(fileId) ?? fileId });
         }
         // The call shown is the first input's; the others differ only in fileId.
-        record = { ...base, call: call('single', { fileId: plan.ids[0], ...body }), tasks: started };
+        const first = call('single', { fileId: plan.ids[0], ...body });
+        const note =
+          started.length > 1 ? `One request per file; this is the first of ${started.length} (the others differ only in fileId).` : undefined;
+        record = { ...base, call: { ...first, note }, tasks: started };
       }
       setHistory((list) => [record, ...list]);
       show(record);

@@ -608,7 +608,7 @@ export interface paths {
         put?: never;
         /**
          * Run several transforms in one task
-         * @description Applies 1–10 `steps` in order — `resize`, `crop`, `rotate`, `flip`, `watermark`, `upscale`, each with the options of its kind (but `format` and `quality`) — to one decode of the input, and encodes once at the end with the trailing `format`, `quality`, `targetSize`, `lossless` and `keepMetadata` (as compress takes them). One task, charged once. Each step is validated by its kind's schema; errors name the step (`steps[1].width`). The plan's limits apply to every intermediate result; a size the options decide is checked when the task is queued. Animations and EXIF orientation are handled as by a single job.
+         * @description Applies 1–10 `steps` in order — `resize`, `crop`, `rotate`, `flip`, `watermark`, `upscale`, each with the options of its kind (but `format` and `quality`) — to one decode of the input, and encodes once at the end with the trailing `format`, `quality`, `targetSize`, `lossless` and `keepMetadata` (as compress takes them). One task, charged once. Each step is validated by its kind's schema; errors name the step (`steps[1].width`). The plan's limits apply to every intermediate result; a size the options decide is checked when the task is queued. Animations and EXIF orientation are handled as by a single job. `result` adds `inputSize` and `savedBytes`, as compress reports them.
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */

@@ -74,7 +74,8 @@ export function pipelineOf(transforms: readonly AnyOperation[]): Operation {
       '(but `format` and `quality`) — to one decode of the input, and encodes once at the end with the trailing `format`, `quality`, ' +
       '`targetSize`, `lossless` and `keepMetadata` (as compress takes them). One task, charged once. Each step is validated by its ' +
       "kind's schema; errors name the step (`steps[1].width`). The plan's limits apply to every intermediate result; a size the options " +
-      'decide is checked when the task is queued. Animations and EXIF orientation are handled as by a single job.',
+      'decide is checked when the task is queued. Animations and EXIF orientation are handled as by a single job. `result` adds ' +
+      '`inputSize` and `savedBytes`, as compress reports them.',
     accepts: 'image',
     batch: true,
     example: {
@@ -121,10 +122,10 @@ export function pipelineOf(transforms: readonly AnyOperation[]): Operation {
       const limits = pipelineOptions(options).steps.flatMap((step) => opOf(step).timeLimitMs?.(config, optionsOf(step)) ?? []);
       return limits.length ? Math.max(...limits) : undefined;
     },
-    run(ctx) {
+    async run(ctx) {
       const options = pipelineOptions(ctx.options);
       const calls: StepCall[] = options.steps.map((step, index) => ({ op: opOf(step), options: optionsOf(step), path: `steps[${index}]` }));
-      return runSingleImage(
+      const done = await runSingleImage(
         operation,
         ctx,
         {
@@ -135,6 +136,10 @@ export function pipelineOf(transforms: readonly AnyOperation[]): Operation {
         },
         calls,
       );
+      // It changes the size as compress does: what it saved, as compress reports it.
+      const inputSize = Number(ctx.inputs[0]!.file.size);
+      const size = done.outputs[0]!.data?.length ?? 0;
+      return { ...done, result: { ...done.result, inputSize, savedBytes: Math.max(0, inputSize - size) } };
     },
   };
   return operation;

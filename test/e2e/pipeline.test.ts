@@ -65,6 +65,8 @@ for (const dialect of DIALECTS) {
       const piped = await client.waitForTask(queued.body.data.taskId);
       assert.equal(piped.status, 'completed', JSON.stringify(piped.error));
       assert.deepEqual(piped.options, { steps: STEPS, format: 'webp', quality: 80 });
+      assert.equal(piped.result.inputSize, fs.statSync(corpus('images/sharp/2569067123_aca715a2ee_o.jpg')).size);
+      assert.equal(piped.result.savedBytes, piped.result.inputSize - piped.result.size);
       assert.equal(await usage(), usedBefore + 1, 'three steps, one task against the quota');
 
       // The same three as single jobs, each encoding WebP at the same quality.

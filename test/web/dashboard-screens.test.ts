@@ -410,6 +410,24 @@ describe('every dashboard screen: accessible, fits a phone, light and dark', { t
     await page.getByRole('status').filter({ hasText: 'Deleted 2 files.' }).waitFor();
     assert.equal(await count(), before - 3);
     await page.waitForFunction(() => document.querySelectorAll('[data-testid=files-table] tbody tr').length === 7);
+
+    // All seven at once on Free (5 writes/s): paced by the server's RateLimit headers, never refused.
+    const limited: string[] = [];
+    const watch = (response: Response) => {
+      if (response.status() === 429) limited.push(`${response.request().method()} ${response.url()}`);
+    };
+    page.on('response', watch);
+    try {
+      await page.getByRole('checkbox', { name: 'Select every file on this page' }).check();
+      await page.getByTestId('delete-selected').click();
+      await dialog.getByRole('button', { name: 'Delete 7 files' }).click();
+      await page.getByRole('status').filter({ hasText: 'Deleted 7 files.' }).waitFor();
+      await page.getByText('No file names contain “HOLIDAY-1”.').waitFor();
+    } finally {
+      page.off('response', watch);
+    }
+    assert.deepEqual(limited, []);
+    assert.equal(await count(), before - 10);
   });
 
   it('an unreachable server is shown as offline, never as an empty list', async () => {

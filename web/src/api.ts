@@ -68,6 +68,20 @@ const sleep = (ms: number, signal?: AbortSignal) =>
 const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const MAX_RATE_RETRIES = 6;
 
+// A session's writes share the plan's per-second rate. When an answer says none is left this
+// second (RateLimit-Remaining: 0), the next write waits for the window to turn (RateLimit-Reset)
+// instead of being refused: deleting or uploading many files never meets a 429 on its way.
+let writesPausedUntil = 0;
+
+function noteWriteBudget(remaining: string | null, reset: string | null): void {
+  if (remaining === '0') writesPausedUntil = Date.now() + Math.max(1, Number(reset ?? '1') || 1) * 1000;
+}
+
+async function waitForWriteBudget(signal?: AbortSignal): Promise<void> {
+  const wait = writesPausedUntil - Date.now();
+  if (wait > 0) await sleep(wait, signal);
+}
+
 export interface RequestOptions {
   json?: unknown;
   body?: BodyInit;
@@ -85,9 +99,12 @@ async function send(method: string, url: string, options: RequestOptions): Promi
     body = JSON.stringify(options.json);
   }
   if (STATE_CHANGING.has(method) && csrfToken) headers['x-csrf-token'] = csrfToken;
+  const write = STATE_CHANGING.has(method);
   for (let attempt = 0; ; attempt++) {
+    if (write) await waitForWriteBudget(options.signal);
     const run = () => fetch(url, { method, headers, body, credentials: 'same-origin', signal: options.signal });
     const response = await (options.unlimited ? run() : slot(run));
+    if (write) noteWriteBudget(response.headers.get('ratelimit-remaining'), response.headers.get('ratelimit-reset'));
     if (response.status === 429 && attempt < MAX_RATE_RETRIES) {
       const seconds = Number(response.headers.get('retry-after') ?? '1');
       // Only the per-second rate limit is worth waiting for; quotas answer 429 too, for longer.
@@ -191,7 +208,10 @@ export function uploadFile(file: File, onProgress: (fraction: number) => void, s
       xhr.upload.onprogress = (event) => {
         if (event.lengthComputable) onProgress(event.loaded / event.total);
       };
-      xhr.onload = () => resolve({ status: xhr.status, text: xhr.responseText, retryAfter: Number(xhr.getResponseHeader('retry-after') ?? '1') });
+      xhr.onload = () => {
+        noteWriteBudget(xhr.getResponseHeader('ratelimit-remaining'), xhr.getResponseHeader('ratelimit-reset'));
+        resolve({ status: xhr.status, text: xhr.responseText, retryAfter: Number(xhr.getResponseHeader('retry-after') ?? '1') });
+      };
       xhr.onerror = () => reject(new ApiError(0, 'NETWORK_ERROR', 'The upload did not reach the server'));
       xhr.onabort = () => reject(new ApiError(0, 'ABORTED', 'The upload was canceled'));
       signal?.addEventListener('abort', () => xhr.abort());
@@ -201,6 +221,7 @@ export function uploadFile(file: File, onProgress: (fraction: number) => void, s
     });
   return (async () => {
     for (let retry = 0; ; retry++) {
+      await waitForWriteBudget(signal);
       const { status, text, retryAfter } = await attempt();
       let payload: { data?: ApiFile; error?: { code: string; message: string; details?: Record<string, unknown>; requestId?: string } } = {};
       try {

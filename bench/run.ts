@@ -30,6 +30,7 @@ import { statusPolls } from './scenarios/status-polls.js';
 import { queuePickup } from './scenarios/queue-pickup.js';
 import { soakScenario } from './scenarios/soak.js';
 import { aiUpscale } from './scenarios/ai-upscale.js';
+import { pipelineScenario } from './scenarios/pipeline.js';
 import { presentationBench } from './presentation.js';
 import { presignScenario } from './presign.js';
 import { previewScenario } from './preview.js';
@@ -61,6 +62,7 @@ const scenarios: Scenario[] = [
   ),
   soakScenario,
   aiUpscale,
+  pipelineScenario,
 ];
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

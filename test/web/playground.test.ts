@@ -275,7 +275,10 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
 
   it('stored files are inputs: by link from Files and from the picker; a batch shows totals and a ZIP', async () => {
     const jpegId = await client.uploadOk(JPEG);
-    await page.goto(`${server.url}/playground?fileId=${jpegId}&kind=compress`);
+    // "Open in playground" on Files: /playground?fileId=…
+    await page.goto(`${server.url}/files`);
+    await page.locator(`tr[data-file-id="${jpegId}"]`).getByRole('link', { name: 'Open in playground' }).click();
+    await page.waitForURL(`${server.url}/playground?fileId=${jpegId}`);
     await page.locator(`[data-testid=picked-files] li[data-file-id="${jpegId}"][data-state=uploaded]`).waitFor();
     assert.equal(await page.getByTestId('kind').inputValue(), 'compress');
     // Add a second stored file from the picker (searched by name): two inputs make a batch on Pro.

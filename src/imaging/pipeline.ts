@@ -211,24 +211,16 @@ async function stepEachFrame(ctx: Context): Promise<Buffer[]> {
   const firstFrames: (() => Sharp)[] = [];
   for (let page = 0; page < ctx.source.frames; page++) {
     checkDeadline(ctx.job);
-    let input: StepInput = { open: () => orient(ctx.open(page)), info: ctx.source, firstFrame: () => orient(ctx.open(0)) };
+    let input: StepInput = { open: () => orient(ctx.open(page)), info: ctx.source };
+    let frame: Sharp | undefined;
     const steps = ctx.job.steps ?? [];
     for (const [index, step] of steps.entries()) {
       if (page === 0) firstFrames[index] = input.open;
-      input = { ...input, firstFrame: firstFrames[index] };
-      if (index < steps.length - 1) input = await intermediate(ctx, await apply(step, input), input.info, false);
-      else
-        input = {
-          ...input,
-          open: (
-            (image) => () =>
-              image
-          )(await apply(step, input)),
-        };
+      frame = await apply(step, { ...input, firstFrame: firstFrames[index] });
+      if (index < steps.length - 1) input = await intermediate(ctx, frame, input.info, false);
     }
     frames.push(
-      await input
-        .open()
+      await (frame ?? input.open())
         .png({ compressionLevel: 0 })
         .toBuffer()
         .catch((err) => Promise.reject(asTaskError(err))),

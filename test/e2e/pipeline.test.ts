@@ -258,6 +258,33 @@ for (const dialect of DIALECTS) {
       assert.deepEqual([task.result.width, task.result.height], [128, 104]);
     });
 
+    it("a logo watermark step's file is the task's input too; an unknown one is 404 before anything is queued", async () => {
+      const logo = await client.uploadOk(
+        await sharp({ create: { width: 64, height: 64, channels: 4, background: '#ff0000ff' } })
+          .png()
+          .toBuffer(),
+        'logo.png',
+      );
+      const steps = [
+        { kind: 'crop', left: 0, top: 0, width: 400, height: 300 },
+        { kind: 'watermark', logoFileId: logo, position: 'top-left', margin: 0, opacity: 1, scale: 0.25 },
+      ];
+      const task = await run('/api/process/pipeline', { fileId: photo, steps, format: 'png' });
+      assert.deepEqual([task.result.width, task.result.height], [400, 300]);
+      // The logo, a quarter of the width (100 px), red and opaque at the top-left corner.
+      const { data, info } = await sharp(await client.download(task.outputFileId))
+        .extract({ left: 40, top: 40, width: 1, height: 1 })
+        .raw()
+        .toBuffer({ resolveWithObject: true });
+      assert.deepEqual([...data.subarray(0, 3)], [255, 0, 0], `pixel ${[...data]} (${info.channels} channels)`);
+
+      const missing = await client.post('/api/process/pipeline', {
+        fileId: photo,
+        steps: [{ kind: 'watermark', logoFileId: 'file_doesNotExist0000000000' }],
+      });
+      assert.equal(missing.status, 404, JSON.stringify(missing.body));
+    });
+
     it('batch form: one task per file, each a pipeline, charged one each', async () => {
       const other = await client.uploadOk(corpus('images/sharp/Landscape_1.jpg'));
       const usedBefore = (await client.get('/api/account')).body.data.usage.monthlyTasks.used as number;

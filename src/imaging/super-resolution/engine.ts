@@ -47,8 +47,9 @@ export class SuperResolutionEngine {
   private turn: Promise<unknown> = Promise.resolve();
 
   /**
-   * Upscales packed RGB (or RGBA, whose alpha is skipped) bytes by the network's `scale`, band by band (`onBand` is awaited in
-   * order; the bands together are the whole output). Rejects with the signal's reason when aborted.
+   * Upscales packed RGB bytes (or RGBA, whose alpha is skipped) by the network's `scale`, band by
+   * band (`onBand` is awaited in order; the bands together are the whole output). Rejects with
+   * the signal's reason when aborted.
    */
   upscale(
     pixels: { data: Uint8Array; channels: 3 | 4 },

@@ -5,6 +5,8 @@
 // row of tiles is sent back as a band of output rows, and progress is reported after every tile.
 // Between tiles the job's cancel flag (shared memory, so no message needs to get through while a
 // tile runs) is read: a canceled job stops there.
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { parentPort } from 'node:worker_threads';
@@ -41,6 +43,27 @@ if (!port) throw new Error('inference-worker.ts runs as a worker thread');
 
 const require = createRequire(import.meta.url);
 const models = new Map<ModelScale, Promise<tf.LayersModel>>();
+
+/**
+ * The niceness of this thread: when the CPUs are full, the HTTP server's thread and the other
+ * tasks' go first, and an AI upscale, hours of CPU at the plan's limits, takes what is left.
+ */
+const INFERENCE_NICENESS = 10;
+
+/**
+ * Lowers this thread's priority alone: on Linux, setpriority() given a thread's id applies to that
+ * thread (its id is read from /proc/thread-self). Elsewhere, or if refused, it keeps the process's.
+ */
+function lowerThreadPriority(): void {
+  try {
+    const tid = Number(path.basename(fs.readlinkSync('/proc/thread-self')));
+    if (Number.isInteger(tid) && tid > 0) os.setPriority(tid, INFERENCE_NICENESS);
+  } catch {
+    // Not Linux, or not allowed: the thread runs at the process's priority.
+  }
+}
+
+lowerThreadPriority();
 
 const backend = (async () => {
   setWasmPaths(path.join(path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm')), path.sep));

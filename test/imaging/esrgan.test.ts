@@ -213,6 +213,12 @@ for (const dialect of DIALECTS) {
         assert.equal(finished.status, 'completed', JSON.stringify(finished));
         assert.deepEqual([finished.result.width, finished.result.height], [288, 192]);
       }
+      // EXIF orientation is applied first, as for every job: stored 72 × 48, shown (and upscaled) 48 × 72.
+      const turned = await client.uploadOk(await sharp(png).withMetadata({ orientation: 6 }).jpeg().toBuffer(), 'turned.jpg');
+      const upright = await client.post('/api/process/upscale', { fileId: turned, factor: 2, model: 'esrgan' });
+      const uprightDone = await client.waitForTask(upright.body.data.taskId, 300_000);
+      assert.equal(uprightDone.status, 'completed', JSON.stringify(uprightDone));
+      assert.deepEqual([uprightDone.result.width, uprightDone.result.height], [96, 144]);
       // The account shows the plan's limit.
       assert.equal((await client.get('/api/account')).body.data.limits.maxAiUpscalePixels, 2_000_000);
       // The command line takes its options from the service's document: `--model esrgan` is among them.

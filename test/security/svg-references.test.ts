@@ -93,6 +93,13 @@ const JOB_OPTIONS: Record<string, (svgId: string) => Record<string, unknown>> = 
   watermark: (fileId) => ({ fileId, text: 'x', fontSize: 8, position: 'bottom-right' }),
   upscale: (fileId) => ({ fileId, factor: 2 }),
   'image-to-pdf': (fileId) => ({ fileIds: [fileId] }),
+  pipeline: (fileId) => ({
+    fileId,
+    steps: [
+      { kind: 'resize', width: 48 },
+      { kind: 'flip', direction: 'horizontal' },
+    ],
+  }),
 };
 
 describe('librsvg: what it loads from a path and from bytes (the premise of src/imaging/svg.ts)', () => {
@@ -223,6 +230,11 @@ for (const dialect of DIALECTS) {
           what: `watermark logo, ${name}`,
           kind: 'watermark',
           options: { fileId: base, logoFileId: fileId, scale: 1, margin: 0, opacity: 1 },
+        });
+        jobs.push({
+          what: `pipeline watermark logo, ${name}`,
+          kind: 'pipeline',
+          options: { fileId: base, steps: [{ kind: 'watermark', logoFileId: fileId, scale: 1, margin: 0, opacity: 1 }] },
         });
       }
       const queued = await Promise.all(

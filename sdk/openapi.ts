@@ -3023,6 +3023,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -3040,7 +3042,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -3355,7 +3357,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3369,7 +3375,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -3599,7 +3605,11 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3758,7 +3768,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3772,7 +3786,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -4052,7 +4066,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4066,7 +4084,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -4235,7 +4253,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4249,7 +4271,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -4442,6 +4464,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              */
             403: {
@@ -4457,7 +4481,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -4696,6 +4720,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -4713,7 +4739,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -4985,6 +5011,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -5002,7 +5030,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -5313,6 +5341,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -5330,7 +5360,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -5652,6 +5682,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -5669,7 +5701,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -5984,6 +6016,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -6001,7 +6035,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -6323,6 +6357,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -6340,7 +6376,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -6655,6 +6691,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -6672,7 +6710,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -6994,6 +7032,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -7011,7 +7051,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -7326,6 +7366,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -7343,7 +7385,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -7665,6 +7707,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -7682,7 +7726,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -7997,6 +8041,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -8014,7 +8060,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -8336,6 +8382,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -8353,7 +8401,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -8668,6 +8716,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -8685,7 +8735,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -9007,6 +9057,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -9024,7 +9076,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -9339,6 +9391,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -9356,7 +9410,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -9678,6 +9732,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -9695,7 +9751,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -10010,6 +10066,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -10027,7 +10085,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -10349,6 +10407,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -10366,7 +10426,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -10681,6 +10741,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -10698,7 +10760,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -11011,6 +11073,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -11028,7 +11092,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -11341,6 +11405,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -11358,7 +11424,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -11680,6 +11746,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
@@ -11697,7 +11765,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -12028,7 +12096,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -12042,7 +12114,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -12242,6 +12314,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              */
             403: {
@@ -12257,7 +12331,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -12494,7 +12568,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -12508,7 +12586,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -12730,7 +12808,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -12744,7 +12826,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -12991,6 +13073,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              */
             403: {
@@ -13006,7 +13090,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -13177,7 +13261,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -13191,7 +13279,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -13403,7 +13491,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -13417,7 +13509,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -13586,7 +13678,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -13600,7 +13696,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -13749,7 +13845,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -13763,7 +13863,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -13944,6 +14044,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              *
              *     `WEBHOOK_LIMIT_EXCEEDED`: The account has as many webhook endpoints as it may (`details.limit`); delete one first.
@@ -13961,7 +14063,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID" | "WEBHOOK_LIMIT_EXCEEDED";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "WEBHOOK_LIMIT_EXCEEDED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -14218,7 +14320,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -14232,7 +14338,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -14403,6 +14509,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              */
             403: {
@@ -14418,7 +14526,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -14635,7 +14743,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard). */
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -14649,7 +14761,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -14862,6 +14974,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              */
             403: {
@@ -14877,7 +14991,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -15114,6 +15228,8 @@ export interface operations {
             /**
              * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
              *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
              *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
              */
             403: {
@@ -15129,7 +15245,7 @@ export interface operations {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
-                            code?: "PLAN_NO_API_ACCESS" | "CSRF_TOKEN_INVALID";
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;

@@ -145,13 +145,13 @@ describe('OpenAPI document', () => {
     assert.deepEqual(codesOf(getFile, '404'), ['NOT_FOUND']);
     assert.deepEqual(codesOf(getFile, '410'), ['FILE_EXPIRED']);
     assert.deepEqual(codesOf(getFile, '401'), ['API_KEY_MISSING', 'API_KEY_INVALID']);
-    assert.deepEqual(codesOf(getFile, '403'), ['PLAN_NO_API_ACCESS'], 'a GET needs no CSRF proof');
+    assert.deepEqual(codesOf(getFile, '403'), ['PLAN_NO_API_ACCESS', 'ACCOUNT_DISABLED'], 'a GET needs no CSRF proof');
     assert.deepEqual(codesOf(getFile, '429'), ['RATE_LIMITED']);
     assert.equal(getFile.responses['413'], undefined);
     const upload = doc.paths['/api/upload'].post;
     assert.deepEqual(Object.keys(upload.responses).sort(), ['201', '400', '401', '403', '408', '409', '413', '415', '429', '4XX', '500', '507']);
     assert.deepEqual(codesOf(upload, '413').sort(), ['FILE_TOO_LARGE', 'PAYLOAD_TOO_LARGE']);
-    assert.deepEqual(codesOf(upload, '403').sort(), ['CSRF_TOKEN_INVALID', 'PLAN_NO_API_ACCESS', 'STORAGE_LIMIT_EXCEEDED']);
+    assert.deepEqual(codesOf(upload, '403').sort(), ['ACCOUNT_DISABLED', 'CSRF_TOKEN_INVALID', 'PLAN_NO_API_ACCESS', 'STORAGE_LIMIT_EXCEEDED']);
     const batch = doc.paths['/api/process/batch/resize'].post;
     assert.deepEqual(codesOf(batch, '429').sort(), ['DAILY_BATCH_QUOTA_EXCEEDED', 'MONTHLY_QUOTA_EXCEEDED', 'RATE_LIMITED', 'TOO_MANY_QUEUED_TASKS']);
     assert.deepEqual(codesOf(doc.paths['/api/process/resize'].post, '429').sort(), [

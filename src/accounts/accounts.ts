@@ -76,6 +76,22 @@ export async function setPlan(database: Database, accountId: string, plan: PlanN
   keysChanged(database);
 }
 
+/**
+ * Disables the account (`disabled` true) or enables it again. While disabled its API keys answer
+ * 403 ACCOUNT_DISABLED, its sessions are ended and its logins refused; its files, keys and tasks
+ * are kept (queued tasks still run), and enabling it restores everything as it was. Through this
+ * database handle the change applies to the next request; other processes serve a key from memory
+ * for at most KEY_CACHE_MS (0.9 s) before they see it. The caller ends the account's sessions.
+ */
+export async function setDisabled(database: Database, clock: Clock, accountId: string, disabled: boolean): Promise<void> {
+  await database.db
+    .updateTable('accounts')
+    .set({ disabled_at: disabled ? clock.now() : null })
+    .where('id', '=', accountId)
+    .execute();
+  keysChanged(database);
+}
+
 /** Stamps the account served now: within a priority, the queue claims first for the account served longest ago. */
 export async function markServed(database: Database, accountId: string, now: number): Promise<void> {
   await database.db.updateTable('accounts').set({ last_served_at: now }).where('id', '=', accountId).execute();
@@ -106,6 +122,7 @@ export async function listAccountsWithUsage(database: Database, page: { limit: n
       'accounts.is_admin',
       'accounts.created_at',
       'accounts.storage_used',
+      'accounts.disabled_at',
       'u.used as monthly_tasks',
     ])
     .select((eb) =>

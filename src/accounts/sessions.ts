@@ -73,6 +73,9 @@ export async function findSession(
     .selectAll('accounts')
     .select(['sessions.csrf_token', 'sessions.expires_at as session_expires_at'])
     .where('sessions.id', '=', id)
+    // A disabled account's sessions are deleted when it is disabled; this also refuses any
+    // session created by a login racing the disable.
+    .where('accounts.disabled_at', 'is', null)
     .executeTakeFirst();
   const now = clock.now();
   if (!row || row.session_expires_at <= now) return undefined;

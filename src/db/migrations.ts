@@ -310,6 +310,12 @@ export const migrations: Record<string, Migration> = {
       await db.schema.createIndex('webhook_deliveries_webhook').on('webhook_deliveries').columns(['webhook_id', 'created_at']).execute();
     },
   },
+  '0009_account_disabled': {
+    async up(db: Kysely<any>) {
+      // Set by the operator: the account's keys, sessions and logins are refused while it is set.
+      await db.schema.alterTable('accounts').addColumn('disabled_at', ms).execute();
+    },
+  },
 };
 
 export interface SchemaState {

@@ -12,6 +12,8 @@ export interface AccountsTable {
   storage_used: Generated<number>;
   last_served_at: Generated<number>;
   created_at: number;
+  /** When the operator disabled the account (its keys, sessions and logins refused); null when enabled. */
+  disabled_at: number | null;
 }
 
 export interface ApiKeysTable {

@@ -1,5 +1,6 @@
-// Authentication of /api/*: an API key in `x-api-key`. Free accounts reach the API only through
-// the dashboard, so their keys are refused with PLAN_NO_API_ACCESS. Then the key's rate limit.
+// Authentication of /api/*: an API key in `x-api-key`. A disabled account's keys are refused with
+// ACCOUNT_DISABLED; Free accounts reach the API only through the dashboard, so their keys are
+// refused with PLAN_NO_API_ACCESS. Then the key's rate limit.
 // Without a key, the dashboard's session cookie authenticates instead (any plan, Free included);
 // a state-changing request on a session must also prove it comes from the dashboard (CSRF).
 // A session's state-changing requests take the plan's rate limit as a key's do; its reads have
@@ -32,8 +33,9 @@ export function apiKeyAuth(services: Services) {
     }
     const account = await authenticateApiKey(services.database, services.clock, key);
     if (!account) throw new AppError('API_KEY_INVALID', 'The API key is unknown or has been revoked');
-    // The key's account and plan are at most a second old (accounts.ts KEY_CACHE_MS): a plan change
-    // or a revocation applies within a second everywhere, at once in the process that made it.
+    // The key's account and plan are at most a second old (accounts.ts KEY_CACHE_MS): a plan change,
+    // a revocation or a disable applies within a second everywhere, at once in the process that made it.
+    if (account.disabled_at !== null) throw accountDisabled();
     const limits = limitsOf(services.plans, account.plan);
     if (!limits.apiAccess) {
       throw new AppError('PLAN_NO_API_ACCESS', `The ${account.plan} plan has no API access; upgrade the account to use API keys`);
@@ -46,6 +48,10 @@ export function apiKeyAuth(services: Services) {
     if (state.exceeded) throw rateLimited(state);
   };
 }
+
+/** A valid key or password of an account the operator has disabled. */
+export const accountDisabled = (): AppError =>
+  new AppError('ACCOUNT_DISABLED', 'This account has been disabled by the operator; contact them to have it enabled again');
 
 // Sessions ---------------------------------------------------------------------------------
 

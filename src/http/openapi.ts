@@ -39,6 +39,8 @@ const MEANING: Record<ApiErrorCode, string> = {
   API_KEY_MISSING: 'No x-api-key header (and no dashboard session).',
   API_KEY_INVALID: 'The API key is unknown or has been revoked.',
   PLAN_NO_API_ACCESS: "The account's plan has no API access (Free reaches the API only through the dashboard).",
+  ACCOUNT_DISABLED:
+    'The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.',
   CSRF_TOKEN_INVALID: "Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.",
   STORAGE_LIMIT_EXCEEDED: "The account's storage is full, or this would take it past the plan's storageBytes.",
   UPLOAD_URL_EXPIRED: 'The upload URL has expired.',
@@ -74,6 +76,7 @@ export const API_READ: readonly ApiErrorCode[] = [
   'API_KEY_MISSING',
   'API_KEY_INVALID',
   'PLAN_NO_API_ACCESS',
+  'ACCOUNT_DISABLED',
   'RATE_LIMITED',
   'INTERNAL_ERROR',
   'INSUFFICIENT_STORAGE',
@@ -97,7 +100,7 @@ const HEADERS = {
     type: 'string',
     pattern: '^req_[A-Za-z0-9_-]+$',
   }),
-  // Absent only where the key is not known yet (401, 403 PLAN_NO_API_ACCESS, a request refused before routing).
+  // Absent only where the key is not known yet (401, 403 PLAN_NO_API_ACCESS or ACCOUNT_DISABLED, a request refused before routing).
   'RateLimit-Limit': header("Requests allowed per second (the plan's requestsPerSecond). On every authenticated response.", integer, false),
   'RateLimit-Remaining': header('Requests left in the current one-second window. On every authenticated response.', integer, false),
   'RateLimit-Reset': header('Seconds until the window resets. On every authenticated response.', integer, false),

@@ -1,12 +1,13 @@
-// The operator's page: accounts (with their plan and usage), plan changes, the queue's depth and
+// The operator's page: accounts (with their plan and usage), plan changes, disabling accounts, the queue's depth and
 // recent failures, sign-up invitations and password-reset links. Administrators only (accounts.is_admin).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { iso } from '../../../clock.js';
-import { findAccountById, listAccountsWithUsage, setPlan } from '../../../accounts/accounts.js';
+import { findAccountById, listAccountsWithUsage, setDisabled, setPlan } from '../../../accounts/accounts.js';
+import { deleteSessionsOf } from '../../../accounts/sessions.js';
 import { createInvite, listInvites, revokeInvite } from '../../../accounts/onboarding.js';
 import { resetToken } from '../../../accounts/password-reset.js';
 import { PLAN_NAMES, type PlanName } from '../../../accounts/plans.js';
-import { notFound } from '../../../errors.js';
+import { AppError, notFound } from '../../../errors.js';
 import type { Services } from '../../../services.js';
 import { paginationQuery } from '../../pagination.js';
 import { idParam } from '../../schemas.js';
@@ -53,6 +54,7 @@ export function adminRoutes(app: FastifyInstance, services: Services): void {
             storageBytes: Number(row.storage_used),
             monthlyTasks: Number(row.monthly_tasks ?? 0),
             activeKeys: Number(row.active_keys ?? 0),
+            disabledAt: row.disabled_at === null ? null : iso(row.disabled_at),
           })),
           nextCursor,
         },
@@ -60,21 +62,46 @@ export function adminRoutes(app: FastifyInstance, services: Services): void {
     },
   );
 
+  // A plan change, or disabling / enabling the account (keys 403 ACCOUNT_DISABLED, sessions ended,
+  // logins refused; files, keys and tasks kept, queued tasks still run). Not the operator's own.
   app.patch(
     '/admin/accounts/:accountId',
     {
       schema: {
         ...hidden,
         params: idParam('accountId', 'acct'),
-        body: { type: 'object', additionalProperties: false, required: ['plan'], properties: { plan: { type: 'string', enum: [...PLAN_NAMES] } } },
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          minProperties: 1,
+          properties: {
+            plan: { type: 'string', enum: [...PLAN_NAMES] },
+            disabled: { type: 'boolean', description: 'True disables the account, false enables it again.' },
+          },
+        },
       },
     },
-    async (request: FastifyRequest<{ Params: { accountId: string }; Body: { plan: PlanName } }>) => {
+    async (request: FastifyRequest<{ Params: { accountId: string }; Body: { plan?: PlanName; disabled?: boolean } }>) => {
       const account = await findAccountById(database, request.params.accountId);
       if (!account) throw notFound('Account');
-      await setPlan(database, account.id, request.body.plan);
-      request.log.info({ by: request.account.id, accountId: account.id, from: account.plan, to: request.body.plan }, 'plan changed by the operator');
-      return { success: true, data: accountView((await findAccountById(database, account.id))!) };
+      const { plan, disabled } = request.body;
+      if (disabled === true && account.id === request.account.id) {
+        throw new AppError('FORBIDDEN', 'An operator cannot disable their own account; another administrator can');
+      }
+      if (plan !== undefined) {
+        await setPlan(database, account.id, plan);
+        request.log.info({ by: request.account.id, accountId: account.id, from: account.plan, to: plan }, 'plan changed by the operator');
+      }
+      if (disabled !== undefined && disabled !== (account.disabled_at !== null)) {
+        await setDisabled(database, clock, account.id, disabled);
+        if (disabled) await deleteSessionsOf(database, account.id);
+        request.log.warn(
+          { by: request.account.id, accountId: account.id, email: account.email },
+          disabled ? 'account disabled by the operator' : 'account enabled by the operator',
+        );
+      }
+      const updated = (await findAccountById(database, account.id))!;
+      return { success: true, data: { ...accountView(updated), disabledAt: updated.disabled_at === null ? null : iso(updated.disabled_at) } };
     },
   );
 

@@ -23,7 +23,7 @@ import { normaliseEmail } from '../../../accounts/accounts.js';
 import { resetPassword } from '../../../accounts/password-reset.js';
 import { AppError } from '../../../errors.js';
 import type { Services } from '../../../services.js';
-import { checkCsrf, clearSessionCookie, isSameOrigin, readCookie, readSession, sessionCookie } from '../../auth.js';
+import { accountDisabled, checkCsrf, clearSessionCookie, isSameOrigin, readCookie, readSession, sessionCookie } from '../../auth.js';
 
 const email = { type: 'string', minLength: 3, maxLength: 320 };
 const newPassword = { type: 'string', minLength: 8, maxLength: 1024, description: 'At least 8 characters.' };
@@ -44,6 +44,8 @@ export function authRoutes(app: FastifyInstance, services: Services): void {
 
   /** Starts a session for `account`: a fresh token in the cookie, its CSRF token in the body. */
   async function startSession(request: FastifyRequest, reply: FastifyReply, account: Account, status: number) {
+    // A disabled account's right password opens nothing (nor does a reset link: the password is set, no session).
+    if (account.disabled_at !== null) throw accountDisabled();
     // A session cookie the browser already holds is replaced, never reused (no session fixation).
     const previous = await readSession(services, request, reply);
     if (previous) await deleteSession(database, previous.session.id);

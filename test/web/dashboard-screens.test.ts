@@ -365,6 +365,44 @@ describe('every dashboard screen: accessible, fits a phone, light and dark', { t
     await server.services.database.db.updateTable('accounts').set({ plan: 'free' }).where('id', '=', user.id).execute();
   });
 
+  it('disabling an account needs a confirmation naming it, and the list marks it disabled', async () => {
+    const page = operatorPage;
+    const { database, clock } = server.services;
+    const idle = await createAccount(database, clock, { email: 'idle@example.com', plan: 'free', password: 'a-good-password' });
+    const disabledAt = async () =>
+      (await database.db.selectFrom('accounts').select('disabled_at').where('id', '=', idle.id).executeTakeFirstOrThrow()).disabled_at;
+    await page.goto(`${server.url}/admin`);
+    const table = page.getByTestId('accounts-table');
+    await table.getByText(idle.email).waitFor();
+    assert.equal(await page.getByRole('button', { name: `Disable ${OPERATOR.email}` }).count(), 0, 'no Disable on the operator’s own row');
+    const disable = page.getByRole('button', { name: `Disable ${idle.email}` });
+    await disable.click();
+    const dialog = page.getByTestId('confirm-dialog');
+    assert.match((await dialog.getByTestId('disable-confirm-text').textContent()) ?? '', /^Disable idle@example\.com\?/);
+    assert.deepEqual(await axeViolations(page), []);
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    assert.equal(await disabledAt(), null, 'Cancel changes nothing');
+
+    await disable.click();
+    await dialog.getByRole('button', { name: 'Disable', exact: true }).click();
+    await page
+      .getByRole('status')
+      .filter({ hasText: `${idle.email} is disabled` })
+      .waitFor();
+    await table.locator(`[data-email="${idle.email}"]`).getByTestId('disabled-badge').waitFor();
+    assert.notEqual(await disabledAt(), null);
+    assert.deepEqual(await axeViolations(page), []);
+    await page.screenshot({ path: path.join(SCREENSHOTS, 'operator-account-disabled-desktop-light.png') });
+
+    await page.getByRole('button', { name: `Enable ${idle.email}` }).click();
+    await dialog.getByRole('button', { name: 'Enable', exact: true }).click();
+    await page
+      .getByRole('status')
+      .filter({ hasText: `${idle.email} is enabled again` })
+      .waitFor();
+    assert.equal(await disabledAt(), null);
+  });
+
   it('Files: search by name, and every delete confirms (one file, several)', async () => {
     const page = userPage;
     await page.goto(`${server.url}/files`);

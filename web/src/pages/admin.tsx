@@ -1,10 +1,11 @@
-// The operator's page: queue depth and recent failures, accounts and their plans, invitations.
+// The operator's page: queue depth and recent failures, accounts (plans, reset links, disabling), invitations.
 import { useEffect, useState, type FormEvent } from 'react';
 import { api } from '../api';
 import { ConfirmDialog, CopyButton, ErrorBox, PageTitle, useAsync } from '../components';
 import { DataTable, Pager, usePagedList, type Column } from '../data-table';
 import { bytes, count, dateTime, label, relative } from '../format';
 import { Link } from '../router';
+import { useSession } from '../session';
 
 interface AdminAccount {
   accountId: string;
@@ -15,6 +16,7 @@ interface AdminAccount {
   storageBytes: number;
   monthlyTasks: number;
   activeKeys: number;
+  disabledAt: string | null;
 }
 
 interface Failure {
@@ -166,6 +168,19 @@ function AccountsCard() {
   const [saved, setSaved] = useState<string>();
   const [pending, setPending] = useState<{ account: AdminAccount; plan: string }>();
   const [resetLink, setResetLink] = useState<{ email: string; url: string; expiresAt: string }>();
+  const [toggling, setToggling] = useState<AdminAccount>();
+  const me = useSession().info?.account?.accountId;
+  const setDisabled = async (account: AdminAccount, disabled: boolean) => {
+    setToggling(undefined);
+    setError(undefined);
+    try {
+      await api.patch(`/dashboard-api/admin/accounts/${encodeURIComponent(account.accountId)}`, { disabled });
+      setSaved(disabled ? `${account.email} is disabled` : `${account.email} is enabled again`);
+      list.reload();
+    } catch (err) {
+      setError(err);
+    }
+  };
   const makeResetLink = async (account: AdminAccount) => {
     setError(undefined);
     setResetLink(undefined);
@@ -192,7 +207,12 @@ function AccountsCard() {
       className: 'wrap',
       cell: (a) => (
         <div>
-          {a.email} {a.isAdmin && <span className="badge">operator</span>}
+          {a.email} {a.isAdmin && <span className="badge">operator</span>}{' '}
+          {a.disabledAt && (
+            <span className="badge bad" title={`Disabled ${dateTime(a.disabledAt)}`} data-testid="disabled-badge">
+              disabled
+            </span>
+          )}
         </div>
       ),
     },
@@ -211,6 +231,16 @@ function AccountsCard() {
           <button type="button" className="secondary small" onClick={() => makeResetLink(a)} aria-label={`Password-reset link for ${a.email}`}>
             Reset link
           </button>
+          {a.accountId !== me && (
+            <button
+              type="button"
+              className="secondary small"
+              onClick={() => setToggling(a)}
+              aria-label={`${a.disabledAt ? 'Enable' : 'Disable'} ${a.email}`}
+            >
+              {a.disabledAt ? 'Enable' : 'Disable'}
+            </button>
+          )}
         </div>
       ),
     },
@@ -278,6 +308,29 @@ function AccountsCard() {
           <p data-testid="plan-confirm-text">
             Move <strong>{pending.account.email}</strong> from <strong>{pending.account.plan}</strong> to <strong>{pending.plan}</strong>? Its limits
             and its API keys change within a second.
+          </p>
+        )}
+      </ConfirmDialog>
+      <ConfirmDialog
+        open={!!toggling}
+        title={toggling?.disabledAt ? 'Enable the account?' : 'Disable the account?'}
+        confirmLabel={toggling?.disabledAt ? 'Enable' : 'Disable'}
+        danger={!toggling?.disabledAt}
+        onCancel={() => setToggling(undefined)}
+        onConfirm={() => toggling && setDisabled(toggling, !toggling.disabledAt)}
+      >
+        {toggling && (
+          <p data-testid="disable-confirm-text">
+            {toggling.disabledAt ? (
+              <>
+                Enable <strong>{toggling.email}</strong> again? Its API keys work again within a second and it can log in.
+              </>
+            ) : (
+              <>
+                Disable <strong>{toggling.email}</strong>? Its API keys are refused within a second, its dashboard sessions end and it cannot log in.
+                Its files, keys and tasks are kept (tasks already queued still run) until it is enabled again.
+              </>
+            )}
           </p>
         )}
       </ConfirmDialog>

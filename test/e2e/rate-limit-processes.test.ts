@@ -1,7 +1,7 @@
 // Two real API processes (`serve --role api`, from the sources) sharing one database, on every
 // dialect: one key hammered through both is admitted at its rate limit, within 10 %, counted
-// over whole windows of the servers' own clock; a key revoked, or an account's plan changed, by
-// another process applies to both within a second.
+// over whole windows of the servers' own clock; a key revoked, an account's plan changed, or an
+// account disabled and enabled again, by another process applies to both within a second.
 //
 // Nothing here depends on where the wall clock's second boundaries fall: the windows are taken
 // from the servers' own answers (a 429's `resetsAt`), and the one-second bounds are checked on
@@ -11,7 +11,16 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { KEY_CACHE_MS, createAccount, createApiKey, findAccountByEmail, listApiKeys, revokeApiKey, setPlan } from '../../src/accounts/accounts.js';
+import {
+  KEY_CACHE_MS,
+  createAccount,
+  createApiKey,
+  findAccountByEmail,
+  listApiKeys,
+  revokeApiKey,
+  setDisabled,
+  setPlan,
+} from '../../src/accounts/accounts.js';
 import { loadConfig } from '../../src/config.js';
 import { createServices, type Services } from '../../src/services.js';
 import { DIALECTS, freshDatabase, tempDir } from '../helpers.js';
@@ -195,6 +204,31 @@ for (const dialect of DIALECTS) {
         assert.equal(s.body.error.code, 'PLAN_NO_API_ACCESS');
       }
       assert.ok(sent.filter((s) => s.receivedAt < changedAt).every((s) => s.status === 200 && s.body.data.plan === 'pro'));
+    });
+
+    it('an account disabled by another process is refused by both within a second, and enabled again the same way', async () => {
+      const key = await newKey('disable@example.com', 'pro');
+      const account = (await findAccountByEmail(services.database, 'disable@example.com'))!;
+      for (const url of urls) assert.equal((await send(url, key, 0)).status, 200);
+      const lateAfter = async (change: () => Promise<unknown>) => {
+        const { sent, changedAt } = await duringChange(key, change);
+        const late = sent.filter((s) => s.sentAt >= changedAt + APPLIES_WITHIN_MS);
+        for (const api of [0, 1])
+          assert.ok(
+            late.some((s) => s.api === api),
+            `nothing was sent to process ${api + 1} after the bound`,
+          );
+        return { late, changedAt };
+      };
+      const disabled = await lateAfter(() => setDisabled(services.database, services.clock, account.id, true));
+      for (const s of disabled.late) {
+        assert.equal(s.status, 403, `process ${s.api + 1}, ${s.sentAt - disabled.changedAt} ms after the disable: ${JSON.stringify(s.body)}`);
+        assert.equal(s.body.error.code, 'ACCOUNT_DISABLED');
+      }
+      const enabled = await lateAfter(() => setDisabled(services.database, services.clock, account.id, false));
+      for (const s of enabled.late) {
+        assert.equal(s.status, 200, `process ${s.api + 1}, ${s.sentAt - enabled.changedAt} ms after enabling: ${JSON.stringify(s.body)}`);
+      }
     });
   });
 }

@@ -3,7 +3,8 @@
 // - a decodable file of an accepted format: each output decodes with the expected format,
 //   dimensions and frame count — or the task fails IMAGE_TOO_LARGE where the file or the
 //   computed output passes the plan's pixel limits (per frame, frames, all frames together);
-// - a `reject` file: a 4xx at upload or a failed task with an error code.
+// - a `reject` file: a 4xx at upload or a failed task with an error code;
+// - compress: never a larger file than the input in the same format, and savedBytes says so.
 // Never a 5xx. Prints a table of counts per kind and outcome.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -196,5 +197,10 @@ async function judge(client: Client, spec: (typeof KINDS)[number], file: Uploade
     return `${outputFrames} frames in a ${expectedFormat}`;
   }
   if (task.result.width !== meta.width) return `result says width ${task.result.width}, output is ${meta.width}`;
+  if (spec.kind === 'compress' && decodedFormat === file.format) {
+    const size = fs.statSync(path.join(CORPUS, entry.path)).size;
+    if (bytes.length > size) return `compress wrote ${bytes.length} bytes from ${size}`;
+    if (task.result.inputSize !== size || task.result.savedBytes !== size - bytes.length) return `compress result ${JSON.stringify(task.result)}`;
+  }
   return undefined;
 }

@@ -229,4 +229,42 @@ export class Client {
   }
 }
 
+/** The dashboard's (a browser's) way of calling: the session cookie, and its CSRF token on writes. */
+export class SessionClient extends Client {
+  cookie = '';
+  csrf = '';
+  /** Off to play a forged request that lacks the token. */
+  sendCsrf = true;
+
+  override async request<T = any>(
+    method: string,
+    route: string,
+    init: { json?: unknown; headers?: Record<string, string>; body?: BodyInit } = {},
+  ): Promise<ApiResponse<T>> {
+    const headers: Record<string, string> = {
+      ...(this.cookie ? { cookie: this.cookie } : {}),
+      ...(this.sendCsrf && this.csrf && method !== 'GET' ? { 'x-csrf-token': this.csrf } : {}),
+      ...init.headers,
+    };
+    const response = await super.request<T>(method, route, { ...init, headers });
+    const setCookie = response.headers.get('set-cookie');
+    if (setCookie?.startsWith('imgapi_session=')) this.cookie = setCookie.split(';')[0]!;
+    const data = (response.body as { data?: { csrfToken?: string } } | undefined)?.data;
+    if (data?.csrfToken) this.csrf = data.csrfToken;
+    return response;
+  }
+
+  delete<T = any>(route: string, headers?: Record<string, string>) {
+    return this.request<T>('DELETE', route, { headers });
+  }
+
+  patch<T = any>(route: string, json: unknown) {
+    return this.request<T>('PATCH', route, { json });
+  }
+
+  login(email: string, password: string): Promise<ApiResponse> {
+    return this.post('/auth/login', { email, password });
+  }
+}
+
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -4,45 +4,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createAccount, createApiKey } from '../../src/accounts/accounts.js';
-import { Client, DIALECTS, startServer, type ApiResponse, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, SessionClient, startServer, type TestServer } from '../helpers.js';
 
 const PASSWORD = 'a-good-password';
-
-/** The dashboard's way of calling: the session cookie, and its CSRF token on writes. */
-class Session extends Client {
-  cookie = '';
-  csrf = '';
-  override async request<T = any>(
-    method: string,
-    route: string,
-    init: { json?: unknown; headers?: Record<string, string>; body?: BodyInit } = {},
-  ): Promise<ApiResponse<T>> {
-    const headers = {
-      ...(this.cookie ? { cookie: this.cookie } : {}),
-      ...(method !== 'GET' && this.csrf ? { 'x-csrf-token': this.csrf } : {}),
-      ...init.headers,
-    };
-    const response = await super.request<T>(method, route, { ...init, headers });
-    const setCookie = response.headers.get('set-cookie');
-    if (setCookie?.startsWith('imgapi_session=')) this.cookie = setCookie.split(';')[0]!;
-    const data = (response.body as { data?: { csrfToken?: string } } | undefined)?.data;
-    if (data?.csrfToken) this.csrf = data.csrfToken;
-    return response;
-  }
-
-  patch<T = any>(route: string, json: unknown) {
-    return this.request<T>('PATCH', route, { json });
-  }
-
-  async login(email: string): Promise<ApiResponse> {
-    return this.post('/auth/login', { email, password: PASSWORD });
-  }
-}
 
 for (const dialect of DIALECTS) {
   describe(`disabling an account (${dialect})`, () => {
     let server: TestServer;
-    let operator: Session;
+    let operator: SessionClient;
     let operatorId: string;
     let customerId: string;
     let customerEmail: string;
@@ -57,21 +26,21 @@ for (const dialect of DIALECTS) {
       const customer = await createAccount(database, clock, { email: customerEmail, plan: 'pro', password: PASSWORD });
       customerId = customer.id;
       key = (await createApiKey(database, clock, customer.id, 'ci')).key;
-      operator = new Session(server.url);
-      assert.equal((await operator.login(admin.email)).status, 200);
+      operator = new SessionClient(server.url);
+      assert.equal((await operator.login(admin.email, PASSWORD)).status, 200);
     });
     after(async () => {
       await server?.close();
     });
 
-    const setDisabled = (session: Session, accountId: string, disabled: boolean) =>
+    const setDisabled = (session: SessionClient, accountId: string, disabled: boolean) =>
       session.patch(`/dashboard-api/admin/accounts/${accountId}`, { disabled });
 
     it('refuses the key, ends the sessions and refuses the login; enabling restores all three', async () => {
       const api = new Client(server.url, key);
       assert.equal((await api.get('/api/account')).status, 200);
-      const customer = new Session(server.url);
-      assert.equal((await customer.login(customerEmail)).status, 200);
+      const customer = new SessionClient(server.url);
+      assert.equal((await customer.login(customerEmail, PASSWORD)).status, 200);
       assert.equal((await customer.get('/api/account')).status, 200);
 
       const disabled = await setDisabled(operator, customerId, true);
@@ -88,10 +57,10 @@ for (const dialect of DIALECTS) {
       assert.equal((await customer.get('/dashboard-api/keys')).status, 401);
       assert.equal((await customer.get('/auth/session')).body.data.authenticated, false);
       // The right password opens nothing, with a message that says why; a wrong one says only that.
-      const login = await new Session(server.url).login(customerEmail);
+      const login = await new SessionClient(server.url).login(customerEmail, PASSWORD);
       assert.equal(login.status, 403);
       assert.equal(login.body.error.code, 'ACCOUNT_DISABLED');
-      const wrong = await new Session(server.url).post('/auth/login', { email: customerEmail, password: 'not-the-password' });
+      const wrong = await new SessionClient(server.url).post('/auth/login', { email: customerEmail, password: 'not-the-password' });
       assert.equal(wrong.status, 401);
       assert.equal(wrong.body.error.code, 'INVALID_CREDENTIALS');
 
@@ -103,16 +72,16 @@ for (const dialect of DIALECTS) {
       assert.equal(enabled.status, 200, JSON.stringify(enabled.body));
       assert.equal(enabled.body.data.disabledAt, null);
       assert.equal((await api.get('/api/account')).status, 200);
-      const again = new Session(server.url);
-      assert.equal((await again.login(customerEmail)).status, 200);
+      const again = new SessionClient(server.url);
+      assert.equal((await again.login(customerEmail, PASSWORD)).status, 200);
       assert.equal((await again.get('/api/account')).status, 200);
       const relisted = await operator.get(`/dashboard-api/admin/accounts?q=${encodeURIComponent(customerEmail)}`);
       assert.equal(relisted.body.data.accounts[0].disabledAt, null);
     });
 
     it('only an administrator may disable, and never their own account', async () => {
-      const customer = new Session(server.url);
-      assert.equal((await customer.login(customerEmail)).status, 200);
+      const customer = new SessionClient(server.url);
+      assert.equal((await customer.login(customerEmail, PASSWORD)).status, 200);
       const forbidden = await setDisabled(customer, operatorId, true);
       assert.equal(forbidden.status, 403);
       assert.equal(forbidden.body.error.code, 'FORBIDDEN');

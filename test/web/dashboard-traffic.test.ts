@@ -11,39 +11,16 @@ import { SESSION_READS_PER_SECOND } from '../../src/http/auth.js';
 import { namedAfterOperation } from '../../src/worker/output-names.js';
 import type { Clock } from '../../src/clock.js';
 import { createAccount, createApiKey } from '../../src/accounts/accounts.js';
-import { Client, DIALECTS, corpusFile, startServer, type ApiResponse, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, SessionClient, corpusFile, startServer, type TestServer } from '../helpers.js';
 
 const JPEG = corpusFile('images/sharp/320x240.jpg');
 const FREE_RPS = 5;
-
-/** The dashboard's way of calling: the session cookie, and its CSRF token on writes. */
-class Session extends Client {
-  cookie = '';
-  csrf = '';
-  override async request<T = any>(
-    method: string,
-    route: string,
-    init: { json?: unknown; headers?: Record<string, string>; body?: BodyInit } = {},
-  ): Promise<ApiResponse<T>> {
-    const headers = {
-      ...(this.cookie ? { cookie: this.cookie } : {}),
-      ...(method !== 'GET' && this.csrf ? { 'x-csrf-token': this.csrf } : {}),
-      ...init.headers,
-    };
-    const response = await super.request<T>(method, route, { ...init, headers });
-    const setCookie = response.headers.get('set-cookie');
-    if (setCookie?.startsWith('imgapi_session=')) this.cookie = setCookie.split(';')[0]!;
-    const data = (response.body as { data?: { csrfToken?: string } } | undefined)?.data;
-    if (data?.csrfToken) this.csrf = data.csrfToken;
-    return response;
-  }
-}
 
 for (const dialect of DIALECTS) {
   describe(`dashboard traffic (${dialect})`, () => {
     let server: TestServer;
     let frozen: number;
-    let session: Session;
+    let session: SessionClient;
     let key: string;
     let fileIds: string[];
     let accountId: string;
@@ -66,7 +43,7 @@ for (const dialect of DIALECTS) {
       for (const name of ['Holiday-Photo.jpg', 'holiday 100%_done.jpg', 'receipt.jpg', 'photo.resize-800.webp'])
         fileIds.push(await seeder.uploadOk(JPEG, name));
       await server.services.database.db.updateTable('accounts').set({ plan: 'free' }).where('id', '=', account.id).execute();
-      session = new Session(server.url);
+      session = new SessionClient(server.url);
       const login = await session.post('/auth/login', { email: `traffic-${dialect}@example.com`, password: 'a-good-password' });
       assert.equal(login.status, 200, JSON.stringify(login.body));
     });
@@ -148,7 +125,7 @@ for (const dialect of DIALECTS) {
         admin: true,
         password: 'operator-password',
       });
-      const operator = new Session(server.url);
+      const operator = new SessionClient(server.url);
       assert.equal((await operator.post('/auth/login', { email: `op-${dialect}@example.com`, password: 'operator-password' })).status, 200);
       const refused = await session.post(`/dashboard-api/admin/accounts/${accountId}/reset-link`);
       assert.equal(refused.status, 403, 'only the operator makes reset links');
@@ -162,27 +139,30 @@ for (const dialect of DIALECTS) {
       const token = url.searchParams.get('token')!;
       assert.equal(Date.parse(made.body.data.expiresAt), frozen + 24 * 3600_000);
 
-      const tampered = await new Session(server.url).post('/auth/reset-password', { token: `${token.slice(0, -2)}xx`, password: 'a-new-password' });
+      const tampered = await new SessionClient(server.url).post('/auth/reset-password', {
+        token: `${token.slice(0, -2)}xx`,
+        password: 'a-new-password',
+      });
       assert.equal(tampered.status, 403);
       assert.equal(tampered.body.error.code, 'RESET_LINK_INVALID');
 
-      const visitor = new Session(server.url);
+      const visitor = new SessionClient(server.url);
       const reset = await visitor.post('/auth/reset-password', { token, password: 'a-new-password' });
       assert.equal(reset.status, 200, JSON.stringify(reset.body));
       assert.equal(reset.body.data.account.email, email, 'signed in as the account');
       assert.equal((await visitor.get('/api/account')).status, 200);
       assert.equal((await session.get('/api/account')).status, 401, 'the sessions from before the reset ended');
-      assert.equal((await new Session(server.url).post('/auth/login', { email, password: 'a-good-password' })).status, 401);
-      session = new Session(server.url);
+      assert.equal((await new SessionClient(server.url).post('/auth/login', { email, password: 'a-good-password' })).status, 401);
+      session = new SessionClient(server.url);
       assert.equal((await session.post('/auth/login', { email, password: 'a-new-password' })).status, 200);
 
-      const again = await new Session(server.url).post('/auth/reset-password', { token, password: 'another-password' });
+      const again = await new SessionClient(server.url).post('/auth/reset-password', { token, password: 'another-password' });
       assert.equal(again.status, 403, 'a link works once');
       assert.equal(again.body.error.code, 'RESET_LINK_INVALID');
 
       const later = (await operator.post(`/dashboard-api/admin/accounts/${accountId}/reset-link`)).body.data.url as string;
       frozen += 24 * 3600_000 + 1000;
-      const expired = await new Session(server.url).post('/auth/reset-password', {
+      const expired = await new SessionClient(server.url).post('/auth/reset-password', {
         token: new URL(later).searchParams.get('token'),
         password: 'another-password',
       });
@@ -205,7 +185,7 @@ describe('dashboard: failures by whose fault they are, outputs by the operation 
         admin: true,
         password: 'operator-password',
       });
-      const operator = new Session(server.url);
+      const operator = new SessionClient(server.url);
       assert.equal((await operator.post('/auth/login', { email: 'op@example.com', password: 'operator-password' })).status, 200);
       const queue = await operator.get('/dashboard-api/admin/queue');
       assert.equal(queue.status, 200);

@@ -11,40 +11,11 @@ import pino from 'pino';
 import { createAccount } from '../../src/accounts/accounts.js';
 import { announceSetupToken } from '../../src/accounts/onboarding.js';
 import { ManualClock } from '../../src/clock.js';
-import { Client, DIALECTS, REPO_ROOT, apiFetch, corpusFile, startServer, type ApiResponse, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, REPO_ROOT, SessionClient, apiFetch, corpusFile, startServer, type ApiResponse, type TestServer } from '../helpers.js';
 
 const JPEG = corpusFile('images/sharp/320x240.jpg');
 const EVIL = 'https://evil.example';
 const silent = pino({ level: 'silent' });
-
-/** A browser's view of the dashboard: the session cookie, its CSRF token, and this origin. */
-class SessionClient extends Client {
-  cookie = '';
-  csrf = '';
-  sendCsrf = true;
-
-  override async request<T = any>(
-    method: string,
-    route: string,
-    init: { json?: unknown; headers?: Record<string, string>; body?: BodyInit } = {},
-  ): Promise<ApiResponse<T>> {
-    const headers: Record<string, string> = {
-      ...(this.cookie ? { cookie: this.cookie } : {}),
-      ...(this.sendCsrf && this.csrf && method !== 'GET' ? { 'x-csrf-token': this.csrf } : {}),
-      ...init.headers,
-    };
-    const response = await super.request<T>(method, route, { ...init, headers });
-    const setCookie = response.headers.get('set-cookie');
-    if (setCookie?.startsWith('imgapi_session=')) this.cookie = setCookie.split(';')[0]!;
-    const data = (response.body as { data?: { csrfToken?: string } } | undefined)?.data;
-    if (data?.csrfToken) this.csrf = data.csrfToken;
-    return response;
-  }
-
-  delete<T = any>(route: string, headers?: Record<string, string>) {
-    return this.request<T>('DELETE', route, { headers });
-  }
-}
 
 async function signUp(server: TestServer, email: string, password = 'a-good-password'): Promise<SessionClient> {
   const client = new SessionClient(server.url);

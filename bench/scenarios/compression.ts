@@ -23,12 +23,11 @@ import sharp from 'sharp';
 import { DEFAULT_PLANS } from '../../src/accounts/plans.js';
 import type { FileRecord } from '../../src/files/files.js';
 import { VISUALLY_LOSSLESS_SSIM, reference, similarity } from '../../src/imaging/similarity.js';
-import { SNIFF_HEAD_BYTES, sniff } from '../../src/imaging/sniff.js';
 import { runImageJob } from '../../src/imaging/pipeline.js';
-import { compress } from '../../src/operations/compress.js';
 import { median } from '../lib/pool.js';
 import { reapedChildrenCpuSeconds } from '../lib/proc.js';
 import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
+import { formatOf, runCompress } from '../../test/imaging/compress-helpers.js';
 
 const SCENARIO = 'compression';
 const MAX_PIXELS = (Number(process.env.BENCH_COMPRESSION_MAX_MP) > 0 ? Number(process.env.BENCH_COMPRESSION_MAX_MP) : 8) * 1_000_000;
@@ -65,17 +64,6 @@ const cpuSeconds = (): number => {
 
 const hasCommand = (command: string): boolean => spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0;
 
-function sniffFormat(file: string): string | undefined {
-  const head = Buffer.alloc(SNIFF_HEAD_BYTES);
-  const handle = fs.openSync(file, 'r');
-  try {
-    const sniffed = sniff(head.subarray(0, fs.readSync(handle, head, 0, head.length, 0)));
-    return sniffed && !('refused' in sniffed) ? sniffed.format : undefined;
-  } finally {
-    fs.closeSync(handle);
-  }
-}
-
 /** An embedded profile that is sRGB's own (or none): the pixels mean the same to every tool. */
 function isSrgbProfile(icc: Buffer | undefined): boolean {
   if (!icc) return true;
@@ -95,7 +83,7 @@ async function selectSources(ctx: BenchContext): Promise<Source[]> {
     if (entry.kind !== 'image' || entry.expect !== 'decodable' || (entry.format !== 'jpeg' && entry.format !== 'png')) continue;
     if (entry.path.startsWith('pngsuite/')) continue;
     const file = path.join(corpus, entry.path);
-    if (!fs.existsSync(file) || sniffFormat(file) !== entry.format) continue;
+    if (!fs.existsSync(file) || formatOf(file) !== entry.format) continue;
     const meta = await sharp(file, { limitInputPixels: false })
       .metadata()
       .catch(() => undefined);
@@ -114,7 +102,7 @@ async function selectSources(ctx: BenchContext): Promise<Source[]> {
   return sources;
 }
 
-/** compress.run on the file, as the worker calls it, on the Max plan's limits. */
+/** compress on the source, as the worker runs it (runCompress), its output's bytes. */
 async function oursCompress(source: Source, options: Record<string, unknown>, tmpDir: string): Promise<Buffer> {
   const record = {
     id: 'file_bench',
@@ -125,17 +113,7 @@ async function oursCompress(source: Source, options: Record<string, unknown>, tm
     height: source.height,
     pages: null,
   } as FileRecord;
-  const result = await compress.run({
-    taskId: 'task_bench',
-    options: options as never,
-    inputs: [{ file: record, path: source.path }],
-    limits: DEFAULT_PLANS.max,
-    deadline: Date.now() + 600_000,
-    signal: new AbortController().signal,
-    tmpDir,
-    progress: () => {},
-    documents: undefined as never,
-  });
+  const result = await runCompress(record, source.path, options, tmpDir);
   return result.outputs[0]!.data!;
 }
 

@@ -39,18 +39,23 @@ export async function compressFile(file: string, options: Record<string, unknown
   } as FileRecord;
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'imgapi-compress-'));
   try {
-    return await compress.run({
-      taskId: 'task_test',
-      options: options as never,
-      inputs: [{ file: record, path: file }],
-      limits: DEFAULT_PLANS.max,
-      deadline: Date.now() + 600_000,
-      signal: new AbortController().signal,
-      tmpDir,
-      progress: () => {},
-      documents: undefined as never,
-    });
+    return await runCompress(record, file, options, tmpDir);
   } finally {
     fs.rmSync(tmpDir, { recursive: true, force: true });
   }
+}
+
+/** compress.run on the stored file `record` at `file`, as the worker calls it, on the Max plan's limits. */
+export function runCompress(record: FileRecord, file: string, options: Record<string, unknown>, tmpDir: string): Promise<OperationResult> {
+  return compress.run({
+    taskId: 'task_test',
+    options: options as never,
+    inputs: [{ file: record, path: file }],
+    limits: DEFAULT_PLANS.max,
+    deadline: Date.now() + 600_000,
+    signal: new AbortController().signal,
+    tmpDir,
+    progress: () => {},
+    documents: undefined as never,
+  });
 }

@@ -12,6 +12,7 @@ import { REPO_ROOT, apiFetch, freshDatabase, sleep, tempDir } from './helpers.js
 import { loadConfig } from '../src/config.js';
 import { createServices } from '../src/services.js';
 import { findAccountByEmail, verifyPassword } from '../src/accounts/accounts.js';
+import { freePort } from './e2e/processes.js';
 
 const MAIN = path.join(REPO_ROOT, 'dist', 'src', 'main.js');
 const BIN = path.join(REPO_ROOT, 'bin', 'imgapi.mjs');
@@ -89,17 +90,6 @@ function assertCleanFailure(result: Result, name: string | RegExp, what: string)
   if (typeof name === 'string') assert.ok(result.stderr.includes(name), `${what}: stderr does not name ${name}: ${describeResult(result)}`);
   else assert.match(result.stderr, name, `${what}: ${describeResult(result)}`);
   assert.doesNotMatch(result.stderr + result.stdout, STACK_LINE, `${what}: printed a stack trace: ${describeResult(result)}`);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
 }
 
 // Servers --------------------------------------------------------------------------------------

@@ -4,24 +4,13 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { findJemalloc, serverEnvironment } from '../scripts/start.mjs';
 import { REPO_ROOT, sleep, tempDir } from './helpers.js';
+import { freePort } from './e2e/processes.js';
 
 const LAUNCHER = path.join(REPO_ROOT, 'scripts', 'start.mjs');
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 /** The pids of `pid`'s children (Linux: /proc/<pid>/task/<tid>/children). */
 function childrenOf(pid: number): number[] {

@@ -2,9 +2,9 @@
 // DATA_DIR — so its memory and CPU are measured apart from the bench's own HTTP client.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { sleep } from './pool.js';
+import { freePort } from '../../test/e2e/processes.js';
 
 export interface ServiceOptions {
   repoRoot: string;
@@ -48,18 +48,6 @@ export function distIsStale(repoRoot: string): string | undefined {
   return newest.mtime > built
     ? `${path.relative(repoRoot, newest.file)} is newer than dist/: the service runs the last build (npm run build)`
     : undefined;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Only what the service needs from our environment: no stray DATABASE_URL, WORKER_CONCURRENCY… */

@@ -5,7 +5,6 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
@@ -14,21 +13,10 @@ import { loadConfig } from '../../src/config.js';
 import { createServices } from '../../src/services.js';
 import { createAccount, createApiKey } from '../../src/accounts/accounts.js';
 import { Client, DIALECTS, REPO_ROOT, corpusFile, freshDatabase, sleep, tempDir } from '../helpers.js';
+import { freePort } from './processes.js';
 
 const MAIN = path.join(REPO_ROOT, 'dist/src/main.js');
 const TASKS = 24;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 interface Child {
   process: ChildProcess;

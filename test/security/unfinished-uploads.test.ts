@@ -18,6 +18,7 @@ import { createAccount, createApiKey } from '../../src/accounts/accounts.js';
 import { ownedTempPrefix } from '../../src/temp-files.js';
 import pino from 'pino';
 import { Client, DIALECTS, POSTGRES_URL, REPO_ROOT, apiFetch, corpusFile, sleep, startServer, tempDir, type TestServer } from '../helpers.js';
+import { freePort } from '../e2e/processes.js';
 
 const JPEG = fs.readFileSync(corpusFile('images/wide-gamut/P3-sRGB-color-ring.jpg'));
 const BOUNDARY = 'unfinished-upload-boundary';
@@ -74,16 +75,6 @@ function fdCount(): number {
       .map((s) => s.inode),
   );
   return openFds().filter((link) => !database.has(socketInode(link) ?? '')).length;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer().once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
 }
 
 async function waitFor(what: string, timeoutMs: number, probe: () => boolean | Promise<boolean>): Promise<void> {

@@ -49,6 +49,15 @@ const SYSTEM_PACKAGES = [
     why: 'keeps LibreOffice instances warm between presentations',
   },
   {
+    what: 'ffmpeg',
+    // libdav1d decodes AV1 image sequences (animated AVIF), libaom-av1 writes them (src/imaging/ffmpeg.ts);
+    // libvips reads only AVIF's still items.
+    probe: () => hasCommand('ffmpeg'),
+    packages: ['ffmpeg'],
+    modes: ALL,
+    why: 'decodes and encodes animated AVIF (AV1 image sequences)',
+  },
+  {
     what: 'bwrap',
     probe: () => hasCommand('bwrap'),
     packages: ['bubblewrap'],

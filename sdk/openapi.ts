@@ -344,7 +344,7 @@ export interface paths {
         put?: never;
         /**
          * Convert an image to another format
-         * @description Writes the image in `format`. Animation is kept where the format can hold it (GIF, WebP), else the first frame is used; alpha is flattened onto white for JPEG.
+         * @description Writes the image in `format`. Animation is kept where the format can hold it (GIF, WebP, AVIF), else the first frame is used; alpha is flattened onto white for JPEG.
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -1607,6 +1607,10 @@ export interface components {
          *           "ok": true,
          *           "required": false
          *         },
+         *         "ffmpeg": {
+         *           "ok": true,
+         *           "required": false
+         *         },
          *         "sandbox": {
          *           "ok": true,
          *           "required": false
@@ -1617,7 +1621,7 @@ export interface components {
         Readiness: {
             /** @enum {string} */
             status: "ready" | "unavailable";
-            /** @description database and storage are required; libreoffice, poppler and sandbox (whether the converters run confined) are reported, not required. */
+            /** @description database and storage are required; libreoffice, poppler, ffmpeg (animated AVIF) and sandbox (whether the converters run confined) are reported, not required. */
             checks: {
                 [key: string]: {
                     ok: boolean;
@@ -2814,6 +2818,10 @@ export interface operations {
                      *           "ok": true,
                      *           "required": false
                      *         },
+                     *         "ffmpeg": {
+                     *           "ok": true,
+                     *           "required": false
+                     *         },
                      *         "sandbox": {
                      *           "ok": true,
                      *           "required": false
@@ -2868,6 +2876,10 @@ export interface operations {
                      *           "required": false
                      *         },
                      *         "poppler": {
+                     *           "ok": true,
+                     *           "required": false
+                     *         },
+                     *         "ffmpeg": {
                      *           "ok": true,
                      *           "required": false
                      *         },

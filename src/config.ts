@@ -52,6 +52,7 @@ export interface Config {
   sofficeCommand: string;
   pdftoppmCommand: string;
   pdfinfoCommand: string;
+  ffmpegCommand: string;
   /** A LibreOffice run taking longer is killed (its whole process group): CONVERSION_TIMEOUT. */
   conversionTimeoutMs: number;
   /** LibreOffice processes this process runs at once; further conversions wait their turn. */
@@ -238,6 +239,10 @@ export const VARIABLES = {
   },
   PDFTOPPM_COMMAND: { ...command('pdftoppm'), doc: "poppler's page rasteriser: a name on `PATH` or a path" },
   PDFINFO_COMMAND: { ...command('pdfinfo'), doc: "poppler's document inspector: a name on `PATH` or a path" },
+  FFMPEG_COMMAND: {
+    ...command('ffmpeg'),
+    doc: 'decodes and writes animated AVIF (AV1 image sequences), in the converter sandbox: a name on `PATH` or a path',
+  },
   CONVERSION_TIMEOUT_SECONDS: {
     ...integer(120, 1, 3600),
     doc: 'a LibreOffice conversion running longer is killed (its whole process group) and its task fails with `CONVERSION_TIMEOUT`',
@@ -382,6 +387,7 @@ export function loadConfig(env: Env = process.env): Config {
     sofficeCommand: read('SOFFICE_COMMAND'),
     pdftoppmCommand: read('PDFTOPPM_COMMAND'),
     pdfinfoCommand: read('PDFINFO_COMMAND'),
+    ffmpegCommand: read('FFMPEG_COMMAND'),
     conversionTimeoutMs: read('CONVERSION_TIMEOUT_SECONDS') * 1000,
     converterConcurrency: read('CONVERTER_CONCURRENCY'),
     converterRestartAfter: read('CONVERTER_RESTART_AFTER'),

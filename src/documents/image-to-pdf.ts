@@ -10,6 +10,7 @@ import { PDFDocument, concatTransformationMatrix, drawObject, popGraphicsState, 
 import type { Sharp } from 'sharp';
 import { TaskError } from '../errors.js';
 import { asTaskError } from '../imaging/errors.js';
+import type { Ffmpeg } from '../imaging/ffmpeg.js';
 import type { ImageLimits } from '../imaging/limits.js';
 import { inspect, openUpright } from '../imaging/source.js';
 
@@ -48,6 +49,8 @@ export interface BuildLimits {
   deadline: number;
   signal?: AbortSignal;
   progress?: (percent: number) => void;
+  /** Decodes an AVIF image sequence's first frame. */
+  ffmpeg?: Ffmpeg;
 }
 
 /** Pages of `layout` the margin leaves room in; undefined when it does. */
@@ -98,7 +101,11 @@ export async function buildPdf(images: PdfImage[], layout: PdfLayout, run: Build
     checkRun(run);
     // The plan's limits from the header, as for every image job (only the first frame is used).
     const source = await inspect(image.path, image.format, run.limits);
-    const open = await openUpright(image.path, image.format, run.limits.maxPixels);
+    const open = await openUpright(image.path, image.format, run.limits.maxPixels, {
+      ffmpeg: run.ffmpeg,
+      signal: run.signal,
+      deadline: run.deadline,
+    });
     const meta = await open(0)
       .metadata()
       .catch((err) => Promise.reject(asTaskError(err)));

@@ -1,6 +1,7 @@
-// The document tools one process holds: the LibreOffice supervisor (its pool is per process)
-// and the poppler runners, configured from the environment, both in the process's sandbox.
+// The document tools one process holds: the LibreOffice supervisor (its pool is per process),
+// the poppler runners and ffmpeg (animated AVIF), configured from the environment, all in the process's sandbox.
 import type { Config } from '../config.js';
+import { Ffmpeg } from '../imaging/ffmpeg.js';
 import { LibreOffice, type ConversionEvent } from './libreoffice.js';
 import { Poppler } from './pdf.js';
 import type { Sandbox } from './sandbox.js';
@@ -8,6 +9,8 @@ import type { Sandbox } from './sandbox.js';
 export interface DocumentTools {
   libreoffice: LibreOffice;
   poppler: Poppler;
+  /** Animated AVIF: decodes and writes AV1 image sequences. */
+  ffmpeg: Ffmpeg;
 }
 
 export function createDocumentTools(config: Config, sandbox: Sandbox, onConversion?: (event: ConversionEvent) => void): DocumentTools {
@@ -21,5 +24,6 @@ export function createDocumentTools(config: Config, sandbox: Sandbox, onConversi
       onConversion,
     }),
     poppler: new Poppler({ pdftoppm: config.pdftoppmCommand, pdfinfo: config.pdfinfoCommand, timeoutMs: config.conversionTimeoutMs, sandbox }),
+    ffmpeg: new Ffmpeg({ command: config.ffmpegCommand, timeoutMs: config.conversionTimeoutMs, sandbox }),
   };
 }

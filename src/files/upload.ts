@@ -14,6 +14,7 @@ import { chargeStorage } from '../accounts/quota.js';
 import { containerKind, identifyPresentation, NotAPresentation, storageSource } from '../documents/container.js';
 import { isLosslessJpeg } from '../imaging/decoders/jpeg-lossless.js';
 import { readHeader } from '../imaging/decoders/raw.js';
+import { isSequenceHead, readSequenceHeader, SequenceError } from '../imaging/avif-sequence.js';
 import { asLibvipsAvif, primaryItemMetadata } from '../imaging/heif-items.js';
 import { sniff, SNIFF_HEAD_BYTES, type Sniffed } from '../imaging/sniff.js';
 import { extensionOf, isRawDecoded, libvipsReadsHeader, UPLOAD_FORMATS } from '../imaging/formats.js';
@@ -104,8 +105,8 @@ export function safeFilename(name: string | undefined, format: string): string {
 
 /**
  * Dimensions from the header alone (orientation applied); undefined where it cannot tell.
- * `unreadable` marks an ISO-BMFF file whose structure libheif cannot read at all (an AVIF
- * image sequence with no still image): no job could decode it, so it is refused at upload.
+ * `unreadable` marks an AVIF whose structure libheif cannot read at all: no job could decode
+ * it, so it is refused at upload.
  */
 async function probeHeader(head: Buffer, format: string): Promise<{ width?: number; height?: number; pages?: number; unreadable?: boolean }> {
   // A format libvips has no loader for (BMP, JPEG 2000), or a lossless JPEG that its loader
@@ -117,7 +118,7 @@ async function probeHeader(head: Buffer, format: string): Promise<{ width?: numb
     return header ? { width: header.width, height: header.height } : {};
   }
   try {
-    // An AVIF is its primary item (a grid's tiles are top-level items too), an image sequence its still image.
+    // An AVIF is its primary item (a grid's tiles are top-level items too).
     const input = format === 'avif' ? asLibvipsAvif(head) : head;
     const { meta } = await primaryItemMetadata(input, await sharp(input, { limitInputPixels: false }).metadata());
     const frameHeight = meta.pageHeight ?? meta.height;
@@ -143,6 +144,29 @@ function withFrameCount(header: Header, count: FrameCount | undefined): Header {
   if (!count) return header;
   const size = header.width === undefined && count.canvas ? count.canvas : {};
   return { ...header, ...size, pages: count.frames > 1 ? count.frames : undefined };
+}
+
+/**
+ * An AVIF image sequence's size and frames, from its movie header (avif-sequence.ts): read from
+ * the head where it lies there, else from storage by ranges. A sequence whose header cannot be
+ * read (damaged, or cut short before its frames end) is refused: no job could decode it.
+ */
+async function sequenceHeader(storage: ObjectStorage, key: string, size: number, head: Buffer): Promise<Header> {
+  const stored = storageSource(storage, key, size);
+  const source = {
+    size,
+    read: (offset: number, length: number) =>
+      offset + length <= head.length ? Promise.resolve(head.subarray(offset, offset + length)) : stored.read(offset, length),
+  };
+  try {
+    const sequence = await readSequenceHeader(source);
+    return { width: sequence.width, height: sequence.height, pages: sequence.frames > 1 ? sequence.frames : undefined };
+  } catch (err) {
+    if (err instanceof SequenceError) throw new AppError('UNSUPPORTED_MEDIA_TYPE', `The AVIF image sequence cannot be read: ${err.message}`);
+    throw err;
+  } finally {
+    await stored.close();
+  }
 }
 
 export interface StoredUpload {
@@ -172,10 +196,13 @@ async function identifyStored(
 ): Promise<Pick<StoredUpload, 'sniffed' | 'header' | 'filename'>> {
   const sniffed = sniff(head);
   if (sniffed && !('refused' in sniffed)) {
+    if (sniffed.format === 'avif' && isSequenceHead(head)) {
+      return { sniffed, header: await sequenceHeader(storage, key, size, head), filename: safeFilename(filename, sniffed.format) };
+    }
     const { unreadable, ...probed } = await probeHeader(head, sniffed.format);
     const header = withFrameCount(probed, frames);
     if (unreadable && sniffed.format === 'avif') {
-      throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'AVIF image sequences (animated AVIF without a still image) are not supported');
+      throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'The AVIF file cannot be read: its structure is damaged or the file is cut short');
     }
     return { sniffed, header, filename: safeFilename(filename, sniffed.format) };
   }

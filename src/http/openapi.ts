@@ -308,14 +308,18 @@ known or not: an unknown path is 401 without a key and 404 \`NOT_FOUND\` with on
 - **Deleting a file an unfinished task reads** is refused with 409 \`FILE_IN_USE\`; cancel the task first.
 - **Crop rectangles** outside the image (by its stored header) are 400 \`VALIDATION_ERROR\` naming the field.
 - **Uploads** report \`width\`/\`height\` as displayed (EXIF orientation applied) and \`pages\` for
-  animations and multi-page files. AVIF image sequences without a still image, JPEG 2000, lossless JPEG
-  and PDF are 415 \`UNSUPPORTED_MEDIA_TYPE\`.
+  animations (an animated AVIF's frames from its movie header) and multi-page files. PDF, JPEG 2000
+  extensions without JP2 compatibility, lossless JPEG other than process 14, and an AVIF image sequence
+  whose header is damaged or whose frames lie past the end of the file are 415 \`UNSUPPORTED_MEDIA_TYPE\`.
 - **Rate limits** count fixed one-second windows per API key (or dashboard session).
 - **Output encoders**: JPEG uses mozjpeg; \`compress\` writes PNG as a quantised palette unless
   \`lossless\`; GIF has no quality, so \`quality\` scales its palette size; \`lossless\` with a JPEG output
   is a 400 naming \`lossless\`.
-- **Animations** keep their frames and timing in GIF and WebP outputs (encoders may merge identical
-  consecutive frames, adding their delays); other outputs take the first frame.`;
+- **Animations** (GIF, WebP, animated AVIF) keep their frames, timing and loop count in GIF, WebP and
+  AVIF outputs (an AV1 image sequence; the GIF and WebP encoders may merge identical consecutive frames,
+  adding their delays; \`result.pages\` is the frames the output holds); other outputs take the first
+  frame. Animated AVIF is decoded and written by ffmpeg: where it is not installed, an animated AVIF
+  input fails \`CONVERSION_FAILED\` and an AVIF output is the first frame.`;
 
 const TAGS = [
   { name: 'Files', description: 'Upload, download, preview, list and delete files' },

@@ -516,7 +516,7 @@ const RESOURCES: Record<string, JsonSchema> = {
       checks: {
         type: 'object',
         description:
-          'database and storage are required; libreoffice, poppler and sandbox (whether the converters run confined) are reported, not required.',
+          'database and storage are required; libreoffice, poppler, ffmpeg (animated AVIF) and sandbox (whether the converters run confined) are reported, not required.',
         additionalProperties: {
           type: 'object',
           required: ['ok', 'required'],
@@ -533,6 +533,7 @@ const RESOURCES: Record<string, JsonSchema> = {
           storage: { ok: true, required: true },
           libreoffice: { ok: true, required: false },
           poppler: { ok: true, required: false },
+          ffmpeg: { ok: true, required: false },
           sandbox: { ok: true, required: false },
         },
       },

@@ -9,6 +9,8 @@ import { reference, similarity, type Reference } from './similarity.js';
 
 export interface EncodeOptions extends EncodeSettings {
   format: OutputFormat;
+  /** An encoder of its own for an animation libvips cannot write (animated AVIF: pipeline.ts). */
+  sequence?: (image: Sharp, options: EncodeOptions) => Promise<EncodedImage>;
 }
 
 export interface EncodedImage {
@@ -30,6 +32,7 @@ export function applyEncoder(image: Sharp, { format, ...settings }: EncodeOption
 
 export async function encode(image: Sharp, options: EncodeOptions): Promise<EncodedImage> {
   try {
+    if (options.sequence) return await options.sequence(image, options);
     options = await withColours(image, options);
     const { data, info } = await applyEncoder(image, options).toBuffer({ resolveWithObject: true });
     const height = (info as { pageHeight?: number }).pageHeight ?? info.height;

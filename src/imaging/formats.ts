@@ -137,9 +137,10 @@ export const FORMATS = {
     extension: 'avif',
     input: 'image',
     libvips: 'decode',
+    animation: true,
     alpha: true,
     notes:
-      "the primary item: a grid assembled, clap/irot/imir applied, alpha and ICC/nclx colour read (libheif); an image sequence (animated AVIF) is read as its still image, its frames are not decoded: libvips 8.17 reads HEIF items only, and libheif's WebAssembly build has no AV1 decoder; a sequence without a still image is refused at upload",
+      "a still AVIF is its primary item: a grid assembled, clap/irot/imir applied, alpha and ICC/nclx colour read (libheif); an image sequence (animated AVIF, brand `avis`) is decoded by ffmpeg (libdav1d): every frame with its timing, the edit list's loop count and the alpha track, colour by the stream's matrix and range; animations are written as sequences by ffmpeg (libaom-av1; every frame, its delay, the loop count, alpha as an auxiliary track; about 1 s for 150 frames of 120×120); without ffmpeg, sequences fail with `CONVERSION_FAILED` and an animation to AVIF is its first frame",
     write: {
       lossless: true,
       defaults: `quality ${AVIF_QUALITY}`,
@@ -303,7 +304,7 @@ export const isRawDecoded = (format: string): format is RawDecodedFormat => {
 };
 /** Whether libvips can read the format's header (BMP's is read by the service's own decoder). */
 export const libvipsReadsHeader = (format: string): boolean => definition(format)?.libvips !== 'none';
-/** Whether a file's frames are an animation (GIF, WebP); TIFF pages and HEIF items are not. */
+/** Whether a file's frames are an animation (GIF, WebP, an AVIF image sequence); TIFF pages and HEIF items are not. */
 export const isAnimation = (format: string): boolean => definition(format)?.animation === true;
 export const canHoldAlpha = (format: string): boolean => definition(format)?.alpha === true;
 export const canBeLossless = (format: OutputFormat): boolean => FORMATS[format].write.lossless;

@@ -20,6 +20,7 @@ import sharp, { type Sharp } from 'sharp';
 import { invalidOption, TaskError } from '../errors.js';
 import { encode, encodeToSimilarity, encodeToSize, type EncodedImage, type EncodeOptions } from './encode.js';
 import { asTaskError } from './errors.js';
+import type { Ffmpeg } from './ffmpeg.js';
 import { canBeLossless, canHoldAlpha, defaultOutputFormat, isRawDecoded, type OutputFormat } from './formats.js';
 import type { Size } from './geometry.js';
 import { checkOutputSize, checkTotalPixels, outputFrames, type ImageLimits } from './limits.js';
@@ -66,6 +67,8 @@ export interface ImageJob {
   /** Aim for the smallest file whose SSIM to its pixels is at least this (compress "auto"). */
   similarity?: number;
   signal?: AbortSignal;
+  /** Decodes AVIF image sequences and writes animated AVIF; without it (or ffmpeg), an animation to AVIF is its first frame. */
+  ffmpeg?: Ffmpeg;
 }
 
 /** One job as it passes through the steps. */
@@ -131,7 +134,8 @@ async function open(job: ImageJob, source: SourceInfo, planned: Size[]): Promise
   const decodedFirst = isRawDecoded(job.inputFormat) ? await openSource(job.inputPath, job.inputFormat, job.limits.maxPixels) : undefined;
   const hasAlpha = decodedFirst ? ((await decodedFirst(0).metadata()).hasAlpha ?? source.hasAlpha) : source.hasAlpha;
   const format = job.format ?? defaultOutputFormat(job.inputFormat, hasAlpha);
-  const frames = outputFrames(source.frames, format);
+  // Animated AVIF is written by ffmpeg: where it is missing, the first frame, as a still AVIF.
+  const frames = format === 'avif' && !job.ffmpeg?.available() ? 1 : outputFrames(source.frames, format);
   // Every frame of an animated output: each planned frame size times the frames kept.
   for (const size of planned) checkTotalPixels(size, frames, job.limits, 'The output');
   if (job.lossless && !canBeLossless(format)) throw invalidOption('lossless', `${format} output cannot be lossless`);
@@ -141,7 +145,13 @@ async function open(job: ImageJob, source: SourceInfo, planned: Size[]): Promise
     source,
     format,
     animated,
-    open: decodedFirst ?? (await openSource(job.inputPath, job.inputFormat, job.limits.maxPixels, animated)),
+    open:
+      decodedFirst ??
+      (await openSource(job.inputPath, job.inputFormat, job.limits.maxPixels, animated, {
+        ffmpeg: job.ffmpeg,
+        signal: job.signal,
+        deadline: job.deadline,
+      })),
   };
 }
 
@@ -245,10 +255,35 @@ function encodeOutput(ctx: Context, build: () => Promise<Sharp>): Promise<Encode
     lossless: job.lossless,
     favourSize: job.favourSize,
     ...(ctx.animated ? { delay: source.delay, loop: source.loop } : {}),
+    ...(ctx.animated && ctx.format === 'avif' ? { sequence: (image, settings) => encodeSequence(ctx, image, settings) } : {}),
   };
   if (job.targetSize !== undefined) return encodeToSize(build, options, job.targetSize, () => checkDeadline(job));
   if (job.similarity !== undefined) return encodeToSimilarity(build, options, job.similarity, () => checkDeadline(job));
   return build().then((image) => encode(image, options));
+}
+
+/**
+ * An animation as an AVIF image sequence (ffmpeg.ts): its frames as RGBA, an alpha track only
+ * where some pixel is not opaque. Every frame is written (none merged), so the output's frames
+ * are the input's.
+ */
+async function encodeSequence(ctx: Context, image: Sharp, settings: EncodeOptions): Promise<EncodedImage> {
+  const { data, info } = await image
+    .ensureAlpha()
+    .raw({ depth: 'uchar' })
+    .toBuffer({ resolveWithObject: true })
+    .catch((err) => Promise.reject(asTaskError(err)));
+  const height = info.pageHeight ?? info.height;
+  const frames = Math.round(info.height / height);
+  let alpha = false;
+  for (let i = 3; i < data.length && !alpha; i += 4) alpha = data[i] !== 255;
+  const { job } = ctx;
+  const { header, data: encoded } = await job.ffmpeg!.encode(
+    { data, width: info.width, height, frames },
+    { quality: settings.quality, lossless: settings.lossless, favourSize: settings.favourSize, delay: settings.delay, loop: settings.loop, alpha },
+    { signal: job.signal, deadline: job.deadline },
+  );
+  return { data: encoded, format: 'avif', width: header.width, height: header.height, frames: header.frames };
 }
 
 /** libvips stops the work at the deadline. */

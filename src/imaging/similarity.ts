@@ -9,6 +9,7 @@
 // alpha shows on one of them, while a colour under full transparency (invisible) shows on none.
 import sharp, { type Sharp } from 'sharp';
 import { ssim } from 'ssim.js';
+import { asLibvipsAvif } from './heif-items.js';
 
 /**
  * The visually-lossless threshold: at or above it, differences are not seen at 100 % on a screen
@@ -51,7 +52,9 @@ export async function reference(image: Sharp, size: { width: number; height: num
  * SSIM of `candidate` (encoded bytes; an animation's first frame) to the reference; the lowest
  * over the backgrounds a transparent image is seen on.
  */
-export async function similarity(ref: Reference, candidate: Buffer): Promise<number> {
+export async function similarity(ref: Reference, encoded: Buffer): Promise<number> {
+  // An AVIF image sequence is judged on its still image, its first frame.
+  const candidate = asLibvipsAvif(encoded);
   const meta = await sharp(candidate, { limitInputPixels: false }).metadata();
   const height = meta.pageHeight ?? meta.height;
   if (meta.width !== ref.width || height !== ref.height) {

@@ -1,7 +1,7 @@
 // The source image: what its header says (inspect), checked against the plan before any pixel
 // is decoded, how to open it (openSource) and turn it upright (orient). How each format is read comes from the
 // format table: libvips for most; this service's own decoders (decoders/) for HEIC, BMP, JPEG 2000
-// and lossless JPEG, whose pixels sharp then takes raw; SVG from memory, rewritten without outside references
+// and lossless JPEG, whose pixels sharp then takes raw; ffmpeg for AVIF image sequences (ffmpeg.ts); SVG from memory, rewritten without outside references
 // (svg.ts), so it cannot reach any other file.
 import fs from 'node:fs';
 import sharp, { type Metadata, type Sharp } from 'sharp';
@@ -9,7 +9,10 @@ import { TaskError } from '../errors.js';
 import { isLosslessJpeg } from './decoders/jpeg-lossless.js';
 import { decodeRaw, readHeader, type RawDecoderName } from './decoders/raw.js';
 import { rawToSharp } from './decoders/to-sharp.js';
+import { fileSource } from '../documents/container.js';
+import { isSequenceHead, readSequenceHeader, SequenceError, type SequenceHeader } from './avif-sequence.js';
 import { asHeaderError } from './errors.js';
+import { FfmpegMissing, type Ffmpeg, type FfmpegRun } from './ffmpeg.js';
 import { isAnimation, isRawDecoded } from './formats.js';
 import { libvipsAvifInput, primaryItemMetadata, primaryPage } from './heif-items.js';
 import { checkSource, type ImageLimits } from './limits.js';
@@ -39,10 +42,39 @@ export type OpenSource = (page: number) => Sharp;
 /** Reads the header and enforces the plan's pixel and frame limits before any decoding. */
 export async function inspect(inputPath: string, inputFormat: string, limits: ImageLimits): Promise<SourceInfo> {
   const decoder = await rawDecoderOf(inputPath, inputFormat);
-  const info = decoder ? await inspectRaw(inputPath, inputFormat, decoder) : await inspectWithLibvips(inputPath, inputFormat, limits);
+  const sequence = !decoder && inputFormat === 'avif' ? await sequenceHeaderOf(inputPath) : undefined;
+  const info = decoder
+    ? await inspectRaw(inputPath, inputFormat, decoder)
+    : sequence
+      ? sequenceInfo(sequence)
+      : await inspectWithLibvips(inputPath, inputFormat, limits);
   checkSource(info, limits);
   return info;
 }
+
+/** An AVIF image sequence's header (avif-sequence.ts), or undefined when the AVIF is a still image. */
+async function sequenceHeaderOf(inputPath: string): Promise<SequenceHeader | undefined> {
+  const source = await fileSource(inputPath);
+  try {
+    if (!isSequenceHead(await source.read(0, 12))) return undefined;
+    return await readSequenceHeader(source);
+  } catch (err) {
+    if (err instanceof SequenceError) throw new TaskError('INVALID_IMAGE', `The AVIF image sequence could not be read: ${err.message}`);
+    throw err;
+  } finally {
+    await source.close();
+  }
+}
+
+const sequenceInfo = (header: SequenceHeader): SourceInfo => ({
+  format: 'avif',
+  width: header.width,
+  height: header.height,
+  frames: header.frames,
+  hasAlpha: header.alphaStream !== undefined,
+  delay: header.delay,
+  loop: header.loop,
+});
 
 /**
  * Which of this service's decoders reads the file, if libvips does not: by its format (HEIC, BMP,
@@ -84,7 +116,7 @@ async function inspectWithLibvips(inputPath: string, inputFormat: string, limits
     format: inputFormat,
     width: swap ? frameHeight : frameWidth,
     height: swap ? frameWidth : frameHeight,
-    // Only GIF and WebP animations are animations; TIFF pages and HEIF items are not.
+    // Only GIF and WebP animations are animations here (an AVIF sequence is read from its own header, sequenceHeaderOf); TIFF pages and HEIF items are not.
     frames: isAnimation(inputFormat) ? (meta.pages ?? 1) : 1,
     hasAlpha: meta.hasAlpha ?? false,
     delay: meta.delay,
@@ -100,12 +132,20 @@ async function inspectWithLibvips(inputPath: string, inputFormat: string, limits
  * raw pixels first (sharp's libvips cannot read them); SVG is read into memory without outside references (svg.ts), so it
  * cannot reach any other file.
  */
-export async function openSource(inputPath: string, inputFormat: string, maxPixels: number, animated = false): Promise<OpenSource> {
+export async function openSource(
+  inputPath: string,
+  inputFormat: string,
+  maxPixels: number,
+  animated = false,
+  sequences?: SequenceDecoding,
+): Promise<OpenSource> {
   const decoder = await rawDecoderOf(inputPath, inputFormat);
   if (decoder) {
     const raw = await decodeRaw(await fs.promises.readFile(inputPath), decoder, maxPixels);
     return () => rawToSharp(raw);
   }
+  const sequence = sequences && inputFormat === 'avif' ? await sequenceHeaderOf(inputPath) : undefined;
+  if (sequence) return openSequence(inputPath, sequence, animated, sequences!);
   const input = await libvipsInput(inputPath, inputFormat, maxPixels);
   // A HEIF file (AVIF) is one image, its primary item: that page whichever is asked.
   const primary =
@@ -126,6 +166,35 @@ export async function openSource(inputPath: string, inputFormat: string, maxPixe
 }
 
 /**
+ * How an AVIF image sequence's frames are decoded: by ffmpeg, within the task's deadline and
+ * cancel signal. Callers that give none (a watermark's logo, a preview) read a sequence as its
+ * still image, through libvips.
+ */
+export interface SequenceDecoding extends FfmpegRun {
+  ffmpeg: Ffmpeg | undefined;
+}
+
+/**
+ * An AVIF image sequence decoded by ffmpeg: every frame when `animated` (page -1 opens them one
+ * below the other, as libvips opens an animation), else the first. sharp does not treat raw
+ * pixels as pages, so the animation is handed over as an uncompressed multi-page TIFF.
+ */
+async function openSequence(inputPath: string, header: SequenceHeader, animated: boolean, { ffmpeg, ...run }: SequenceDecoding): Promise<OpenSource> {
+  if (!ffmpeg?.available()) throw new FfmpegMissing(ffmpeg?.command ?? 'ffmpeg');
+  const decoded = await ffmpeg.decode(inputPath, header, animated ? header.frames : 1, run);
+  const frameBytes = decoded.width * decoded.height * 4;
+  const frame = (page: number) =>
+    sharp(decoded.data.subarray(page * frameBytes, (page + 1) * frameBytes), { raw: { width: decoded.width, height: decoded.height, channels: 4 } });
+  const whole = animated
+    ? await sharp(decoded.data, { raw: { width: decoded.width, height: decoded.height * decoded.frames, channels: 4, pageHeight: decoded.height } })
+        .tiff({ compression: 'none' })
+        .toBuffer()
+    : undefined;
+  return (page) =>
+    page === -1 && whole ? sharp(whole, { limitInputPixels: false, animated: true }) : frame(Math.max(0, Math.min(page, decoded.frames - 1)));
+}
+
+/**
  * What libvips reads for a source it decodes: SVG from memory, rewritten without outside
  * references; an AVIF image sequence with its brand said as `avif` (heif-items.ts); else the path.
  */
@@ -142,7 +211,7 @@ export async function libvipsInput(inputPath: string, inputFormat: string, maxPi
 export const orient = (image: Sharp): Sharp => image.autoOrient();
 
 /** openSource, each frame turned upright: for the kinds that read an image outside the pipeline. */
-export async function openUpright(inputPath: string, inputFormat: string, maxPixels: number): Promise<OpenSource> {
-  const open = await openSource(inputPath, inputFormat, maxPixels);
+export async function openUpright(inputPath: string, inputFormat: string, maxPixels: number, sequences?: SequenceDecoding): Promise<OpenSource> {
+  const open = await openSource(inputPath, inputFormat, maxPixels, false, sequences);
   return (page) => orient(open(page));
 }

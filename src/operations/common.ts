@@ -136,6 +136,7 @@ export async function runSingleImage<O extends Omit<ImageOutputOptions, 'quality
     quality: typeof ctx.options.quality === 'number' ? Math.round(ctx.options.quality) : undefined,
     background,
     steps: calls.map((call) => jobStep(call, env)),
+    ffmpeg: ctx.documents.ffmpeg,
     ...job,
   });
   return {

@@ -10,7 +10,7 @@ export const convert: Operation<typeof optionsSchema> = {
   kind: 'convert',
   summary: 'Convert an image to another format',
   description:
-    'Writes the image in `format`. Animation is kept where the format can hold it (GIF, WebP), else the first frame is used; ' +
+    'Writes the image in `format`. Animation is kept where the format can hold it (GIF, WebP, AVIF), else the first frame is used; ' +
     'alpha is flattened onto white for JPEG.',
   accepts: 'image',
   batch: true,

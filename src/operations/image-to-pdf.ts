@@ -39,7 +39,7 @@ export const imageToPdf: Operation<typeof optionsSchema> = {
     const data = await buildPdf(
       ctx.inputs.map((input) => ({ path: input.path, format: input.file.format })),
       ctx.options,
-      { limits: ctx.limits, deadline: ctx.deadline, signal: ctx.signal, progress: ctx.progress },
+      { limits: ctx.limits, deadline: ctx.deadline, signal: ctx.signal, progress: ctx.progress, ffmpeg: ctx.documents.ffmpeg },
     );
     return {
       outputs: [

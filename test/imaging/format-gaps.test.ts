@@ -1,5 +1,5 @@
 // The formats and variants libvips alone reads wrong or not at all: an AVIF grid (its primary
-// item), an AVIF image sequence (its still image), lossless JPEG (process 14), JPEG 2000, and a
+// item), an AVIF image sequence (its header), lossless JPEG (process 14), JPEG 2000, and a
 // HEIC's ICC profile and EXIF. Each is checked against an independent decode and the limits.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -160,12 +160,13 @@ describe('AVIF: the primary item', () => {
     assert.ok(stats.channels[3]!.min < 255, 'some pixel is not opaque');
   });
 
-  it('an image sequence (brand avis) is read as its still image, one frame', async () => {
+  it('an image sequence (brand avis) is its frames, which ffmpeg decodes (test/imaging/avif-sequence.test.ts)', async () => {
     const anim = corpusFile('images/crabbyavif/anim.avif');
     const info = await inspect(anim, 'avif', LIMITS);
-    assert.deepEqual([info.width, info.height, info.frames], [120, 120, 1]);
-    const out = await runImageJob(job(anim, 'avif', { format: 'webp' }));
-    assert.deepEqual([out.width, out.height, out.frames], [120, 120, 1]);
+    assert.deepEqual([info.width, info.height, info.frames], [120, 120, 150]);
+    // A job given no ffmpeg cannot decode them, and says so.
+    const err = await rejectsWithCode(runImageJob(job(anim, 'avif', { format: 'webp' })), 'CONVERSION_FAILED');
+    assert.match(err.message, /ffmpeg/);
   });
 });
 

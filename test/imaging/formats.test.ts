@@ -10,7 +10,9 @@ import sharp from 'sharp';
 import { README } from '../../scripts/config-docs.js';
 import { withFormatTable } from '../../scripts/format-docs.js';
 import { decodeRaw, readHeader } from '../../src/imaging/decoders/raw.js';
+import { Sandbox } from '../../src/documents/sandbox.js';
 import { encode } from '../../src/imaging/encode.js';
+import { Ffmpeg } from '../../src/imaging/ffmpeg.js';
 import {
   canBeLossless,
   canHoldAlpha,
@@ -86,7 +88,17 @@ describe('format table: the encoders', () => {
               .toBuffer(),
           ),
         );
-        const encoded = await encode(sharp(frames, { join: { animated: true } }), { format, delay: [100, 200, 300], loop: 2 });
+        const animation = sharp(frames, { join: { animated: true } });
+        if (format === 'avif') {
+          // Animated AVIF is written by ffmpeg (src/imaging/ffmpeg.ts), an AV1 image sequence.
+          const { data, info } = await animation.ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+          const ffmpeg = new Ffmpeg({ command: 'ffmpeg', timeoutMs: 60_000, sandbox: new Sandbox({ mode: 'auto', command: 'bwrap', hidden: [] }) });
+          const frames = { data, width: info.width, height: info.pageHeight!, frames: 3 };
+          const { header } = await ffmpeg.encode(frames, { delay: [100, 200, 300], loop: 2, alpha: false }, {});
+          assert.deepEqual([header.frames, header.delay, header.loop], [3, [100, 200, 300], 2]);
+          return;
+        }
+        const encoded = await encode(animation, { format, delay: [100, 200, 300], loop: 2 });
         const meta = await sharp(encoded.data).metadata();
         assert.deepEqual([meta.pages, meta.delay, meta.loop], [3, [100, 200, 300], 2]);
       });

@@ -19,6 +19,7 @@ const UNAVAILABLE = {
     storage: { ok: true, required: true },
     libreoffice: { ok: true, required: false },
     poppler: { ok: true, required: false },
+    ffmpeg: { ok: true, required: false },
     sandbox: { ok: true, required: false },
   },
 };
@@ -94,6 +95,10 @@ async function readiness(services: Services): Promise<Record<string, Check>> {
       [services.config.pdftoppmCommand, services.config.pdfinfoCommand],
       'presentation-to-images and PDF previews are unavailable until poppler-utils is installed',
     ),
+    ffmpeg: converterCheck(
+      [services.config.ffmpegCommand],
+      'animated AVIF (AV1 image sequences) fails with CONVERSION_FAILED, and animations written as AVIF keep only their first frame, until ffmpeg is installed',
+    ),
     sandbox: await sandboxCheck(services.sandbox),
   };
 }
@@ -117,8 +122,8 @@ async function sandboxCheck(sandbox: Sandbox): Promise<Check> {
   if (status.confined) return { ok: true, required: false };
   const consequence =
     sandbox.mode === 'required'
-      ? 'presentation-to-images and PDF previews fail until it can (CONVERTER_SANDBOX=required)'
-      : 'LibreOffice and poppler run unconfined and can read any file this process can';
+      ? 'presentation-to-images, PDF previews and animated AVIF fail until it can (CONVERTER_SANDBOX=required)'
+      : 'LibreOffice, poppler and ffmpeg run unconfined and can read any file this process can';
   return { ok: false, required: false, detail: `${status.reason}: ${consequence}` };
 }
 

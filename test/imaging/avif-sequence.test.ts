@@ -1,0 +1,193 @@
+// Animated AVIF (AV1 image sequences, brand `avis`) over the real server: uploaded with its size
+// and frames, decoded by ffmpeg with every frame and its timing, kept animated where the output
+// holds animation (WebP, GIF, and AVIF itself, checked by decoding the output back), smart crops
+// chosen on one frame, the alpha track written and read, and a damaged sequence refused at
+// upload or failed as INVALID_IMAGE. Without ffmpeg a sequence fails with a message naming it.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import sharp from 'sharp';
+import { bufferReader, readSequenceHeader } from '../../src/imaging/avif-sequence.js';
+import { inspect } from '../../src/imaging/source.js';
+import { Client, DIALECTS, corpusFile, startServer, tempDir, type TestServer } from '../helpers.js';
+
+const ANIM = corpusFile('images/crabbyavif/anim.avif'); // 150 frames of 120×120 at 30 fps, no alpha
+const SQUARES = corpusFile('images/sharp/rotating-squares.gif'); // 30 frames of 80×80, transparent corners
+
+async function run(client: Client, kind: string, fileId: string, options: Record<string, unknown> = {}): Promise<any> {
+  const response = await client.post(`/api/process/${kind}`, { fileId, ...options });
+  assert.equal(response.status, 202, JSON.stringify(response.body));
+  return client.waitForTask(response.body.data.taskId);
+}
+
+/** The stored file's record, as GET /api/files/{id} answers it. */
+async function fileRecord(client: Client, fileId: string): Promise<any> {
+  const response = await client.get(`/api/files/${fileId}`);
+  assert.equal(response.status, 200, JSON.stringify(response.body));
+  return response.body.data;
+}
+
+/** Converts the 150-frame sequence to an animated `format` and checks its frames, timing and loop. */
+async function convertsAnimated(client: Client, fileId: string, format: 'webp' | 'gif', delay: number): Promise<void> {
+  const task = await run(client, 'convert', fileId, { format });
+  assert.equal(task.status, 'completed', JSON.stringify(task.error));
+  const meta = await sharp(await client.download(task.outputFileId), { animated: true }).metadata();
+  assert.equal(meta.format, format);
+  assert.deepEqual([meta.pages, meta.width, meta.pageHeight, meta.loop], [150, 120, 120, 0]);
+  assert.deepEqual(new Set(meta.delay), new Set([delay]));
+  assert.equal(task.result.pages, 150);
+  assert.equal((await fileRecord(client, task.outputFileId)).pages, 150);
+}
+
+// What the database holds (the upload's size and frames, each output's true frame count) on
+// every dialect; the decoding and encoding themselves, which no database touches, on the first.
+for (const dialect of DIALECTS) {
+  describe(`animated AVIF: uploads and outputs as stored (${dialect})`, () => {
+    let server: TestServer;
+    let client: Client;
+    let anim: string;
+
+    before(async () => {
+      server = await startServer({ dialect });
+      client = new Client(server.url, await server.newKey('pro'));
+      anim = await client.uploadOk(ANIM);
+    });
+    after(() => server.close());
+
+    it('uploads with its size and its 150 frames', async () => {
+      const file = await fileRecord(client, anim);
+      assert.deepEqual([file.format, file.width, file.height, file.pages], ['avif', 120, 120, 150]);
+    });
+
+    it('to WebP: 150 frames of 33 ms, looping for ever; the task and the stored file say 150', async () => {
+      await convertsAnimated(client, anim, 'webp', 33);
+    });
+  });
+}
+
+describe(`animated AVIF: frames through every output (${DIALECTS[0]})`, () => {
+  const dialect = DIALECTS[0]!;
+  let server: TestServer;
+  let client: Client;
+  let anim: string;
+
+  before(async () => {
+    server = await startServer({ dialect });
+    client = new Client(server.url, await server.newKey('pro'));
+    anim = await client.uploadOk(ANIM);
+  });
+  after(() => server.close());
+
+  it('to GIF: 150 frames of 30 ms (GIF counts time in hundredths of a second)', async () => {
+    await convertsAnimated(client, anim, 'gif', 30);
+  });
+
+  it('to AVIF: an image sequence again, whose frames, timing and pixels decode back', async () => {
+    const task = await run(client, 'convert', anim, { format: 'avif' });
+    assert.equal(task.status, 'completed', JSON.stringify(task.error));
+    const output = await client.download(task.outputFileId);
+    assert.equal(output.toString('latin1', 4, 12), 'ftypavis');
+    const header = await readSequenceHeader(bufferReader(output));
+    assert.deepEqual([header.width, header.height, header.frames, header.loop], [120, 120, 150, 0]);
+    assert.deepEqual(new Set(header.delay), new Set([33]));
+    assert.equal(task.result.pages, 150);
+    assert.equal((await fileRecord(client, task.outputFileId)).pages, 150);
+    // Read back through this service's own decoder: its first frame next to the source's.
+    const [back, source] = await Promise.all(
+      [task.outputFileId, anim].map(async (fileId) => {
+        const png = await run(client, 'convert', fileId, { format: 'png' });
+        assert.equal(png.status, 'completed', JSON.stringify(png.error));
+        return sharp(await client.download(png.outputFileId))
+          .raw()
+          .toBuffer();
+      }),
+    );
+    let sum = 0;
+    for (let i = 0; i < back!.length; i++) sum += Math.abs(back![i]! - source![i]!);
+    assert.ok(sum / back!.length < 6, `mean difference ${sum / back!.length}`);
+  });
+
+  it('a smart crop chooses one rectangle for all 150 frames, written as an AVIF sequence', async () => {
+    const task = await run(client, 'crop', anim, { aspectRatio: '2:1', gravity: 'attention' });
+    assert.equal(task.status, 'completed', JSON.stringify(task.error));
+    assert.equal(task.result.format, 'avif');
+    const header = await readSequenceHeader(bufferReader(await client.download(task.outputFileId)));
+    assert.deepEqual([header.width, header.height, header.frames], [120, 60, 150]);
+    assert.equal(task.result.pages, 150);
+  });
+
+  it('alpha: an animation with transparency to AVIF gets an alpha track, read back as alpha', async () => {
+    const task = await run(client, 'convert', await client.uploadOk(SQUARES), { format: 'avif' });
+    assert.equal(task.status, 'completed', JSON.stringify(task.error));
+    const output = await client.download(task.outputFileId);
+    const header = await readSequenceHeader(bufferReader(output));
+    assert.deepEqual([header.frames, header.alphaStream !== undefined], [30, true]);
+    assert.equal(task.result.pages, 30);
+    const back = await run(client, 'compress', await client.uploadOk(output, 'squares.avif'), { format: 'webp', lossless: true });
+    assert.equal(back.status, 'completed', JSON.stringify(back.error));
+    const meta = await sharp(await client.download(back.outputFileId), { animated: true }).metadata();
+    // WebP merges frames that came out identical: the task says how many it holds.
+    assert.deepEqual([meta.pages, meta.hasAlpha], [back.result.pages, true]);
+    assert.ok(back.result.pages > 20, `${back.result.pages} frames`);
+    const { channels } = await sharp(await client.download(back.outputFileId), { page: 5 }).stats();
+    assert.ok(channels[3]!.min < 20 && channels[3]!.max > 235, `alpha from ${channels[3]!.min} to ${channels[3]!.max}`);
+  });
+
+  it('a sequence cut short or with a damaged header is refused at upload; damaged frames fail INVALID_IMAGE', async () => {
+    const bytes = fs.readFileSync(ANIM);
+    const cut = await client.upload(bytes.subarray(0, 40_000), 'cut.avif');
+    assert.equal(cut.status, 415, JSON.stringify(cut.body));
+    assert.match(cut.body.error.message, /cut short/);
+    // The stsz box's sample count (offset 921 + 16) no longer matches the timing.
+    const damaged = Buffer.from(bytes);
+    damaged.writeUInt32BE(7, 921 + 16);
+    const refused = await client.upload(damaged, 'damaged.avif');
+    assert.equal(refused.status, 415, JSON.stringify(refused.body));
+    // The headers intact, the frames' data overwritten (mdat starts at 1597).
+    const garbage = Buffer.from(bytes);
+    garbage.fill(0x5a, 1597 + 8);
+    const task = await run(client, 'convert', await client.uploadOk(garbage, 'garbage.avif'), { format: 'webp' });
+    assert.equal(task.status, 'failed');
+    assert.equal(task.error.code, 'INVALID_IMAGE', JSON.stringify(task.error));
+  });
+});
+
+describe('animated AVIF: the header against the limits', () => {
+  const limits = { maxPixels: 50_000_000, maxFrames: 1000, maxTotalPixels: 500_000_000 };
+
+  it('frames, size and timing come from the header; all frames together are held to the plan before decoding', async () => {
+    const info = await inspect(ANIM, 'avif', limits);
+    assert.deepEqual([info.width, info.height, info.frames, info.hasAlpha, info.loop], [120, 120, 150, false, 0]);
+    assert.deepEqual(new Set(info.delay), new Set([33]));
+    await assert.rejects(inspect(ANIM, 'avif', { ...limits, maxTotalPixels: 120 * 120 * 150 - 1 }), { code: 'IMAGE_TOO_LARGE' });
+    await assert.rejects(inspect(ANIM, 'avif', { ...limits, maxFrames: 149 }), { code: 'IMAGE_TOO_LARGE' });
+  });
+});
+
+describe('animated AVIF without ffmpeg', () => {
+  let server: TestServer;
+  let client: Client;
+
+  before(async () => {
+    const missing = path.join(tempDir('imgapi-no-ffmpeg-'), 'no-such-ffmpeg');
+    server = await startServer({ env: { FFMPEG_COMMAND: missing } });
+    client = new Client(server.url, await server.newKey('pro'));
+  });
+  after(() => server.close());
+
+  it('a sequence fails CONVERSION_FAILED naming ffmpeg; an animation to AVIF is its first frame; /readyz says so', async () => {
+    const anim = await client.uploadOk(ANIM);
+    const task = await run(client, 'convert', anim, { format: 'webp' });
+    assert.equal(task.status, 'failed');
+    assert.equal(task.error.code, 'CONVERSION_FAILED');
+    assert.match(task.error.message, /ffmpeg/);
+    const still = await run(client, 'convert', await client.uploadOk(SQUARES), { format: 'avif' });
+    assert.equal(still.status, 'completed', JSON.stringify(still.error));
+    assert.equal(still.result.pages, undefined);
+    assert.equal((await client.download(still.outputFileId)).toString('latin1', 8, 12), 'avif');
+    const ready = await client.get('/readyz');
+    assert.equal(ready.body.checks.ffmpeg.ok, false);
+    assert.match(ready.body.checks.ffmpeg.detail, /no-such-ffmpeg not found/);
+  });
+});

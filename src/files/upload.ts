@@ -20,6 +20,7 @@ import { sniff, SNIFF_HEAD_BYTES, type Sniffed } from '../imaging/sniff.js';
 import { extensionOf, isRawDecoded, libvipsReadsHeader, UPLOAD_FORMATS } from '../imaging/formats.js';
 import { uploadKey, type ObjectStorage } from '../storage/storage.js';
 import type { FileRecord } from './files.js';
+import { hashFileOffThread } from './file-hash.js';
 import { countedKind, countFrames, FrameCounter, type FrameCount } from '../imaging/frame-count.js';
 
 /** Bytes kept in memory to read the header (JPEG metadata can push the frame header far in). */
@@ -32,20 +33,26 @@ export class UploadMeter extends Transform {
   container: 'zip' | 'ole' | undefined;
   /** Frames of a GIF or WebP over the whole file: the head alone may not show them all. */
   readonly frameCounter = new FrameCounter();
-  private readonly hash = crypto.createHash('sha256');
+  /** Undefined when the caller hashes the stored file instead (off the event loop: src/files/file-hash.ts). */
+  private readonly hash: crypto.Hash | undefined;
   private readonly headChunks: Buffer[] = [];
   private headLength = 0;
 
-  constructor(private readonly maxBytes: number) {
+  constructor(
+    private readonly maxBytes: number,
+    options: { hash?: boolean } = {},
+  ) {
     super();
+    this.hash = options.hash === false ? undefined : crypto.createHash('sha256');
   }
 
   get head(): Buffer {
     return Buffer.concat(this.headChunks);
   }
 
-  get sha256(): string {
-    return this.hash.copy().digest('hex');
+  /** The bytes' SHA-256 (hex); undefined when made with `hash: false`. */
+  get sha256(): string | undefined {
+    return this.hash?.copy().digest('hex');
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
@@ -59,7 +66,7 @@ export class UploadMeter extends Transform {
       this.headChunks.push(part);
       this.headLength += part.length;
     }
-    this.hash.update(chunk);
+    this.hash?.update(chunk);
     this.frameCounter.push(chunk);
     // Refuse an unknown type as soon as enough bytes arrived, not after storing everything.
     if (!this.sniffed && !this.container && this.headLength >= SNIFF_HEAD_BYTES) {
@@ -239,7 +246,9 @@ export async function storeUpload(
 ): Promise<StoredUpload & { sha256: string }> {
   const fileId = newId('file');
   const key = uploadKey(fileId);
-  const meter = new UploadMeter(limits.maxFileBytes);
+  // On local disk the stored file is hashed afterwards on a thread of its own, not on the event loop as it streams.
+  const localFile = storage.localPath?.(key);
+  const meter = new UploadMeter(limits.maxFileBytes, { hash: localFile === undefined });
   try {
     // pipeline, not pipe: a body destroyed half-way (a client that disconnected) fails the
     // meter and so the write, which then removes its temporary file and closes it.
@@ -253,13 +262,22 @@ export async function storeUpload(
     throw err;
   }
   try {
-    const identified = await identifyStored(storage, key, meter.size, meter.head, filename, meter.frameCounter.result());
-    const sha256 = meter.sha256;
+    const [identified, sha256] = await Promise.all([
+      identifyStored(storage, key, meter.size, meter.head, filename, meter.frameCounter.result()),
+      localFile === undefined ? meter.sha256! : storedSha256(localFile, meter.size),
+    ]);
     return { fileId, key, size: meter.size, sha256, etag: sha256.slice(0, 32), ...identified };
   } catch (err) {
     await storage.delete(key).catch(() => {});
     throw err;
   }
+}
+
+/** The SHA-256 of the stored file of `size` bytes, hashed off the event loop. */
+async function storedSha256(file: string, size: number): Promise<string> {
+  const hashed = await hashFileOffThread(file);
+  if (hashed.size !== size) throw new Error(`the stored upload ${file} has ${hashed.size} bytes, ${size} were written`);
+  return hashed.sha256;
 }
 
 /**

@@ -171,8 +171,13 @@ export class Ffmpeg {
           'libaom-av1',
           '-still-picture',
           '0',
+          // libaom's real-time mode: 44 frames of 400×400 in 1.1 s where its default ("good",
+          // speed 6) takes 4.8 s, for 9 % more bytes at the same quantiser; compress, which
+          // favours size, takes speed 5 (1.7 s, the bytes of "good").
+          '-usage',
+          'realtime',
           '-cpu-used',
-          settings.favourSize ? '4' : '6',
+          settings.favourSize ? '5' : '6',
           '-row-mt',
           '1',
           '-crf',

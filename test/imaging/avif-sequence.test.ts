@@ -8,7 +8,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
+import { Sandbox } from '../../src/documents/sandbox.js';
 import { bufferReader, readSequenceHeader } from '../../src/imaging/avif-sequence.js';
+import { Ffmpeg } from '../../src/imaging/ffmpeg.js';
+import { runImageJob } from '../../src/imaging/pipeline.js';
 import { inspect } from '../../src/imaging/source.js';
 import { Client, DIALECTS, corpusFile, startServer, tempDir, type TestServer } from '../helpers.js';
 
@@ -58,6 +61,13 @@ for (const dialect of DIALECTS) {
     it('uploads with its size and its 150 frames', async () => {
       const file = await fileRecord(client, anim);
       assert.deepEqual([file.format, file.width, file.height, file.pages], ['avif', 120, 120, 150]);
+    });
+
+    it('its preview is its still image', async () => {
+      const response = await client.get(`/api/preview/${anim}?width=64`);
+      assert.equal(response.status, 200, JSON.stringify(response.body));
+      const meta = await sharp(response.body as Buffer).metadata();
+      assert.deepEqual([meta.width, meta.height], [64, 64]);
     });
 
     it('to WebP: 150 frames of 33 ms, looping for ever; the task and the stored file say 150', async () => {
@@ -162,6 +172,33 @@ describe('animated AVIF: the header against the limits', () => {
     assert.deepEqual(new Set(info.delay), new Set([33]));
     await assert.rejects(inspect(ANIM, 'avif', { ...limits, maxTotalPixels: 120 * 120 * 150 - 1 }), { code: 'IMAGE_TOO_LARGE' });
     await assert.rejects(inspect(ANIM, 'avif', { ...limits, maxFrames: 149 }), { code: 'IMAGE_TOO_LARGE' });
+  });
+});
+
+describe('animated AVIF: lossless', () => {
+  it('an animation written lossless decodes back to its very pixels, alpha included', async () => {
+    const limits = { maxPixels: 50_000_000, maxFrames: 1000, maxTotalPixels: 500_000_000 };
+    const ffmpeg = new Ffmpeg({ command: 'ffmpeg', timeoutMs: 60_000, sandbox: new Sandbox({ mode: 'auto', command: 'bwrap', hidden: [] }) });
+    const job = { inputPath: SQUARES, inputFormat: 'gif', limits, deadline: Date.now() + 60_000, ffmpeg, format: 'avif' as const, lossless: true };
+    const out = await runImageJob(job);
+    const dir = tempDir('imgapi-avif-lossless-');
+    try {
+      const file = path.join(dir, 'squares.avif');
+      fs.writeFileSync(file, out.data);
+      const header = await readSequenceHeader(bufferReader(out.data));
+      const back = await ffmpeg.decode(file, header, header.frames, {});
+      const source = await sharp(SQUARES, { animated: true }).ensureAlpha().raw().toBuffer();
+      assert.equal(back.data.length, source.length);
+      let differing = 0;
+      // Where a pixel is fully transparent its colour is not seen (nor kept): alpha alone counts there.
+      for (let i = 0; i < source.length; i += 4) {
+        const visible = source[i + 3]! > 0;
+        for (let c = visible ? 0 : 3; c < 4; c++) if (source[i + c] !== back.data[i + c]) differing++;
+      }
+      assert.equal(differing, 0);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

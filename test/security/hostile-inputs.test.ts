@@ -35,6 +35,7 @@ const PNG = corpusInput('images/sharp/blackbug.png');
 const WEBP = corpusInput('images/sharp/4.webp');
 const GIF = corpusInput('images/sharp/rotating-squares.gif');
 const AVIF = corpusInput('images/libheif/example.avif');
+const ANIM = corpusInput('images/crabbyavif/anim.avif');
 const HEIC = corpusInput('images/libheif/rainbow-451x461.heic');
 const TIFF = corpusInput('images/sharp/uncompressed_tiff.tiff');
 const BMP = corpusInput('images/image-rs/rgb24.bmp');
@@ -125,6 +126,27 @@ const CASES: HostileRow[] = [
     input: truncated(JPEG, 0.6),
     job: { kind: 'crop', options: { aspectRatio: '1:1', gravity: 'bottom' } },
     expect: INVALID,
+  },
+  // An AVIF image sequence's movie header says where its frames lie: cut short, it is refused at upload.
+  { input: truncated(ANIM, 0.3), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE'), everyDialect: true },
+  { input: truncated(ANIM, 0.9), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE') },
+  {
+    // The limits are checked on the header's size; ffmpeg may decode no larger frame (-max_pixels).
+    name: 'an AVIF image sequence whose header says 16×16 for frames of 120×120 → convert',
+    input: {
+      label: 'anim.avif saying 16×16',
+      filename: 'anim.avif',
+      bytes: async (ctx) => {
+        const bytes = Buffer.from(await ANIM.bytes(ctx));
+        // The av01 sample entry's content starts at 744; its width and height at +24 and +26.
+        bytes.writeUInt16BE(16, 744 + 24);
+        bytes.writeUInt16BE(16, 744 + 26);
+        return bytes;
+      },
+    },
+    job: { kind: 'convert', options: { format: 'webp' } },
+    expect: INVALID,
+    everyDialect: true,
   },
   { input: truncated(PPTX, 0.3), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE'), everyDialect: true },
   { input: truncated(PPTX, 0.6), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE') },

@@ -40,7 +40,7 @@ export type SandboxStatus = { confined: true } | { confined: false; reason: stri
 
 /** A conversion refused because CONVERTER_SANDBOX=required and no sandbox can be set up. */
 export class SandboxUnavailable extends TaskError {
-  constructor(reason: string) {
+  constructor(readonly reason: string) {
     super(
       'CONVERSION_FAILED',
       `Documents are not converted on this server without the converter sandbox (CONVERTER_SANDBOX=required), which cannot be set up: ${reason}`,

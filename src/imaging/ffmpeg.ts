@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { findExecutable, lastLines, ProgramMissing, type RunResult } from '../documents/processes.js';
-import type { Access, Sandbox } from '../documents/sandbox.js';
+import { SandboxUnavailable, type Access, type Sandbox } from '../documents/sandbox.js';
 import { TaskError } from '../errors.js';
 import { ownedTempPrefix } from '../temp-files.js';
 import { bufferReader, readSequenceHeader, retimeSequence, SequenceError, type SequenceHeader } from './avif-sequence.js';
@@ -244,6 +244,12 @@ export class Ffmpeg {
       .run(command, ['-nostdin', '-hide_banner', '-loglevel', 'error', '-y', ...args], access, { timeoutMs, signal })
       .catch((err) => {
         if (err instanceof ProgramMissing) throw new FfmpegMissing(command);
+        if (err instanceof SandboxUnavailable) {
+          throw new TaskError(
+            'CONVERSION_FAILED',
+            `Animated AVIF is not decoded or written on this server without the converter sandbox (CONVERTER_SANDBOX=required), which cannot be set up: ${err.reason}`,
+          );
+        }
         throw err;
       });
     if (run.aborted) throw signal?.reason instanceof Error ? signal.reason : new Error('canceled');

@@ -144,6 +144,18 @@ describe(`animated AVIF: frames through every output (${DIALECTS[0]})`, () => {
     assert.ok(channels[3]!.min < 20 && channels[3]!.max > 235, `alpha from ${channels[3]!.min} to ${channels[3]!.max}`);
   });
 
+  it('a sequence without a still image (no meta box) uploads and converts with all its frames', async () => {
+    const bytes = Buffer.from(fs.readFileSync(ANIM));
+    assert.equal(bytes.toString('latin1', 44 + 4, 44 + 8), 'meta');
+    bytes.write('free', 44 + 4, 'latin1');
+    const fileId = await client.uploadOk(bytes, 'no-still.avif');
+    const file = await fileRecord(client, fileId);
+    assert.deepEqual([file.width, file.height, file.pages], [120, 120, 150]);
+    const task = await run(client, 'flip', fileId, { direction: 'vertical', format: 'webp' });
+    assert.equal(task.status, 'completed', JSON.stringify(task.error));
+    assert.equal(task.result.pages, 150);
+  });
+
   it('a sequence cut short or with a damaged header is refused at upload; damaged frames fail INVALID_IMAGE', async () => {
     const bytes = fs.readFileSync(ANIM);
     const cut = await client.upload(bytes.subarray(0, 40_000), 'cut.avif');

@@ -56,6 +56,7 @@ export function runCompress(record: FileRecord, file: string, options: Record<st
     signal: new AbortController().signal,
     tmpDir,
     progress: () => {},
-    documents: undefined as never,
+    // No LibreOffice, poppler or ffmpeg: an image job reads `ffmpeg` only for AVIF image sequences.
+    documents: { ffmpeg: undefined } as never,
   });
 }

@@ -98,12 +98,13 @@ export const FORMATS = {
       encode(image, { quality, lossless, favourSize, colours }) {
         if (lossless) return image.png({ compressionLevel: 9, adaptiveFiltering: true });
         if (quality === undefined && !favourSize) return image.png({ compressionLevel: 6 });
-        // Few colours (counted): the palette holds exactly them at the smallest bit depth (sharp
-        // writes 1, 2 or 4 bits from `colours`), lossless by default; a quality still quantises.
+        // Few colours (counted): the palette holds exactly them at the smallest bit depth, lossless
+        // by default; a quality still quantises. sharp takes the bit depth from `colours`, rounding
+        // down (5–8 colours would be 2 bits, 4 colours): the palette's size is given as 2, 4 or 16.
         if (colours) {
           return image.png({
             palette: true,
-            colours,
+            colours: colours <= 2 ? 2 : colours <= 4 ? 4 : 16,
             quality: quality ?? 100,
             dither: quality === undefined ? 0 : 1,
             compressionLevel: 9,

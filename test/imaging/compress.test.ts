@@ -103,8 +103,10 @@ describe('compress writes few-colour PNGs as an exact palette at the smallest bi
 
   const rgb = (image: Buffer | string) => sharp(image).removeAlpha().toColourspace('srgb').raw().toBuffer();
 
+  // 6 colours: sharp would write 2 bits (4 colours) from `colours: 6`; they need 4.
   for (const [count, depth] of [
     [2, 1],
+    [6, 4],
     [12, 4],
   ] as const) {
     it(`${count} colours: a ${depth}-bit palette PNG with the same pixels, by default and with "auto"`, async () => {

@@ -5,6 +5,8 @@ import sharp, { type OutputInfo, type Sharp } from 'sharp';
 import { TaskError } from '../errors.js';
 import { asTaskError } from './errors.js';
 import { canBeLossless, FORMATS, type EncodeSettings, type OutputFormat } from './formats.js';
+import { optimisePng, type OptimiseBounds } from './png-optimise.js';
+import { tidyPng } from './png-size.js';
 import { reference, similarity, type Reference } from './similarity.js';
 
 export interface EncodeOptions extends EncodeSettings {
@@ -34,7 +36,9 @@ export async function encode(image: Sharp, options: EncodeOptions): Promise<Enco
   try {
     if (options.sequence) return await options.sequence(image, options);
     options = await withColours(image, options);
-    const { data, info } = await applyEncoder(image, options).toBuffer({ resolveWithObject: true });
+    const { data: written, info } = await applyEncoder(image, options).toBuffer({ resolveWithObject: true });
+    // Compress drops the chunks a PNG does without (png-size.ts); other kinds write what libvips writes.
+    const data = options.format === 'png' && options.favourSize ? tidyPng(written) : written;
     const height = (info as { pageHeight?: number }).pageHeight ?? info.height;
     return { data, format: options.format, width: info.width, height, frames: await framesOf(data, info) };
   } catch (err) {
@@ -43,7 +47,7 @@ export async function encode(image: Sharp, options: EncodeOptions): Promise<Enco
 }
 
 /** Images up to this many pixels have their colours counted for a palette PNG (one decode, bounded). */
-const COUNT_COLOURS_MAX_PIXELS = 4_000_000;
+export const COUNT_COLOURS_MAX_PIXELS = 4_000_000;
 /**
  * The most colours written as an exact palette: up to 16 the bit depth shrinks (1, 2 or 4 bits);
  * past it the 8-bit palette of the quantiser (quality 80) was the smaller on the bench's graphics.
@@ -150,13 +154,15 @@ const LOWEST_QUALITY: Record<OutputFormat, number> = { jpeg: 70, webp: 70, tiff:
  * no quality tried keeps the threshold, the output is lossless where the format can be, else
  * the best quality tried. Lossless WebP is tried too when only a high quality kept it (graphics,
  * where lossless WebP is often the smaller), and a PNG of at most 16 colours starts from its
- * exact palette (lossless). At most SIMILARITY_PROBES + 1 encodes in all.
+ * exact palette (lossless). At most SIMILARITY_PROBES + 1 encodes in all. With `bounds`, a PNG
+ * chosen is then optimised losslessly within them (the same pixels, fewer bytes).
  */
 export async function encodeToSimilarity(
   build: () => Promise<Sharp>,
   options: EncodeOptions,
   threshold: number,
   onStep: () => void,
+  bounds?: OptimiseBounds,
 ): Promise<EncodedImage> {
   type Measured = EncodedImage & { ssim: number };
   let ref: Reference | undefined;
@@ -199,5 +205,8 @@ export async function encodeToSimilarity(
     if (!kept || lossless.data.length < kept.data.length) kept = lossless;
   }
   // The loop ran at least once (low ≤ high at the start), so one of them is set.
-  return kept ?? closest!;
+  const chosen = kept ?? closest!;
+  // The pixels measured, in fewer bytes: a PNG rewritten losslessly (png-optimise.ts).
+  if (chosen.format === 'png' && bounds) return { ...chosen, data: await optimisePng(chosen.data, chosen.width * chosen.height, bounds) };
+  return chosen;
 }

@@ -258,7 +258,7 @@ function encodeOutput(ctx: Context, build: () => Promise<Sharp>): Promise<Encode
     ...(ctx.animated && ctx.format === 'avif' ? { sequence: (image, settings) => encodeSequence(ctx, image, settings) } : {}),
   };
   if (job.targetSize !== undefined) return encodeToSize(build, options, job.targetSize, () => checkDeadline(job));
-  if (job.similarity !== undefined) return encodeToSimilarity(build, options, job.similarity, () => checkDeadline(job));
+  if (job.similarity !== undefined) return encodeToSimilarity(build, options, job.similarity, () => checkDeadline(job), job);
   return build().then((image) => encode(image, options));
 }
 

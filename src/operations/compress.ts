@@ -1,9 +1,12 @@
 import fs from 'node:fs';
-import { SIMILARITY_PROBES } from '../imaging/encode.js';
-import { canBeLossless, defaultOutputFormat } from '../imaging/formats.js';
+import type { FileRecord } from '../files/files.js';
+import { COUNT_COLOURS_MAX_PIXELS, SIMILARITY_PROBES } from '../imaging/encode.js';
+import { canBeLossless, defaultOutputFormat, mimeOf, outputFilename } from '../imaging/formats.js';
+import { OPTIMISE_MAX_PIXELS, optimisePng } from '../imaging/png-optimise.js';
+import { smallestPngBytes } from '../imaging/png-size.js';
 import { SIMILARITY_MAX_PIXELS, VISUALLY_LOSSLESS_SSIM } from '../imaging/similarity.js';
 import { imageOutputOptions, runSingleImage } from './common.js';
-import type { FieldError, Operation, OperationOutput } from './types.js';
+import type { FieldError, InputFile, Operation, OperationOutput, OutputMeta } from './types.js';
 
 const optionsSchema = {
   properties: {
@@ -74,6 +77,10 @@ export const compress: Operation<typeof optionsSchema> = {
     };
     const input = ctx.inputs[0]!;
     const inputSize = Number(input.file.size);
+    if (cannotBeSmaller(input.file, ctx.options.format, job.targetSize)) {
+      const png = { format: 'png', mimeType: mimeOf('png'), filename: outputFilename(input.file.filename, 'png') };
+      return { outputs: [await inputAsOutput(input, png)], result: { inputSize, savedBytes: 0, ...(auto ? { ssim: 1 } : {}) } };
+    }
     const first = await runSingleImage(compress, ctx, job);
     let output = first.outputs[0]!;
     // "auto": what the search chose; a lossless rewrite or the input's bytes below are exact.
@@ -83,20 +90,15 @@ export const compress: Operation<typeof optionsSchema> = {
     if (output.format === input.file.format && outputSize(output) >= inputSize) {
       if (LOSSLESS_REWRITE.has(output.format) && !job.lossless) {
         const rewrite = (await runSingleImage(compress, ctx, { ...job, lossless: true, targetSize: undefined, similarity: undefined })).outputs[0]!;
+        // The same pixels in fewer bytes where the optimiser finds them (png-optimise.ts).
+        rewrite.data = await optimisePng(rewrite.data!, rewrite.width! * rewrite.height!, ctx);
         if (outputSize(rewrite) < inputSize) {
           output = rewrite;
           if (auto) chosen = { ssim: 1 };
         }
       }
       if (outputSize(output) >= inputSize) {
-        output = {
-          ...output,
-          data: await fs.promises.readFile(input.path),
-          path: undefined,
-          width: input.file.width ?? output.width,
-          height: input.file.height ?? output.height,
-          pages: input.file.pages ?? undefined,
-        };
+        output = await inputAsOutput(input, output);
         if (auto) chosen = { ssim: 1 };
       }
     }
@@ -112,3 +114,33 @@ export const compress: Operation<typeof optionsSchema> = {
 const LOSSLESS_REWRITE: ReadonlySet<string> = new Set(['png']);
 
 const outputSize = (output: OperationOutput): number => output.data?.length ?? Infinity;
+
+/** The input's bytes as they are (metadata included) as the task's output, in the format `meta` names (the input's); its size where the file record has none. */
+async function inputAsOutput(input: InputFile, meta: Omit<OutputMeta, 'pages'>): Promise<OperationOutput> {
+  const { file } = input;
+  return {
+    format: meta.format,
+    mimeType: meta.mimeType,
+    filename: meta.filename,
+    data: await fs.promises.readFile(input.path),
+    width: file.width ?? meta.width,
+    height: file.height ?? meta.height,
+    pages: file.pages ?? undefined,
+  };
+}
+
+/**
+ * Whether no output compress could write is smaller than the input, so that its bytes are the
+ * answer before any pixel is decoded: a PNG kept a PNG whose size is at or below the least any
+ * PNG of its pixels takes (png-size.ts) — at 1 bit a pixel where the colours are counted or the
+ * optimiser runs (a palette of 2, or the optimiser's reductions), else at 8 bits (the fewest
+ * libvips writes: a 256-colour palette, or one 8-bit channel). A 16383×16383 PNG of two
+ * colours in 33 KB (deflate at its limit) is that: every encode of it would take 260 KB or more.
+ * A target size has its own answer (the search fails or fits), so it is left to the search.
+ */
+function cannotBeSmaller(file: FileRecord, format: string | undefined, targetSize: number | undefined): boolean {
+  if (file.format !== 'png' || (format ?? 'png') !== 'png' || targetSize !== undefined || !file.width || !file.height) return false;
+  const pixels = file.width * file.height;
+  const bitsPerPixel = pixels <= Math.max(COUNT_COLOURS_MAX_PIXELS, OPTIMISE_MAX_PIXELS) ? 1 : 8;
+  return smallestPngBytes(file.width, file.height, bitsPerPixel) >= Number(file.size);
+}

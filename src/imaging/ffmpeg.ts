@@ -12,6 +12,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import { findExecutable, lastLines, ProgramMissing, type RunResult } from '../documents/processes.js';
 import { SandboxUnavailable, type Access, type Sandbox } from '../documents/sandbox.js';
@@ -289,7 +290,8 @@ async function writeApng(file: string, { data, width, height, frames }: RgbaFram
       const rows = Buffer.alloc((rowBytes + 1) * height);
       const start = frame * rowBytes * height;
       for (let y = 0; y < height; y++) data.copy(rows, y * (rowBytes + 1) + 1, start + y * rowBytes, start + (y + 1) * rowBytes);
-      const deflated = zlib.deflateSync(rows, { level: 1 });
+      // On the libuv pool: frames of a large animation would hold the event loop for seconds.
+      const deflated = await deflate(rows, { level: 1 });
       if (frame === 0) {
         await write('IDAT', deflated);
       } else {
@@ -303,6 +305,8 @@ async function writeApng(file: string, { data, width, height, frames }: RgbaFram
     await handle.close();
   }
 }
+
+const deflate = promisify(zlib.deflate);
 
 function pngChunk(type: string, body: Buffer): Buffer {
   const head = Buffer.alloc(8);

@@ -18,6 +18,7 @@ import { findExecutable, lastLines, ProgramMissing, type RunResult } from '../do
 import { SandboxUnavailable, type Access, type Sandbox } from '../documents/sandbox.js';
 import { TaskError } from '../errors.js';
 import { ownedTempPrefix } from '../temp-files.js';
+import { pngChunk } from './png-chunk.js';
 import { bufferReader, readSequenceHeader, retimeSequence, SequenceError, type SequenceHeader } from './avif-sequence.js';
 
 export interface FfmpegOptions {
@@ -307,12 +308,3 @@ async function writeApng(file: string, { data, width, height, frames }: RgbaFram
 }
 
 const deflate = promisify(zlib.deflate);
-
-function pngChunk(type: string, body: Buffer): Buffer {
-  const head = Buffer.alloc(8);
-  head.writeUInt32BE(body.length, 0);
-  head.write(type, 4, 'latin1');
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(zlib.crc32(body, zlib.crc32(head.subarray(4))) >>> 0, 0);
-  return Buffer.concat([head, body, crc]);
-}

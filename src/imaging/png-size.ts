@@ -1,11 +1,9 @@
 // What compress knows about a PNG's bytes without encoding it: the fewest bytes any PNG of a
 // given size and bit depth can take (deflate cannot do better than 1032:1), and the chunks
 // libvips writes that a smaller file can do without.
-import zlib from 'node:zlib';
+import { CHUNK_OVERHEAD, pngChunk } from './png-chunk.js';
 
 const SIGNATURE = 8;
-/** Length, type and CRC around every chunk's data. */
-const CHUNK_OVERHEAD = 12;
 /** Signature, IHDR (13 bytes of data), one IDAT holding a zlib stream (2-byte header, 4-byte Adler-32) and IEND. */
 const PNG_OVERHEAD = SIGNATURE + (CHUNK_OVERHEAD + 13) + (CHUNK_OVERHEAD + 6) + CHUNK_OVERHEAD;
 /**
@@ -46,7 +44,7 @@ export function tidyPng(png: Buffer): Buffer {
   if (offset !== png.length || chunks.at(-1)?.type !== 'IEND' || first === -1 || chunks.slice(last + 1).some((c) => c.type === 'IDAT')) {
     return png;
   }
-  const idat = chunk('IDAT', Buffer.concat(chunks.slice(first, last + 1).map((c) => c.bytes.subarray(8, -4))));
+  const idat = pngChunk('IDAT', Buffer.concat(chunks.slice(first, last + 1).map((c) => c.bytes.subarray(8, -4))));
   const kept = [...chunks.slice(0, first), { type: 'IDAT', bytes: idat }, ...chunks.slice(last + 1)].filter(
     (c) => !(c.type === 'pHYs' && isDefaultResolution(c.bytes.subarray(8, -4))),
   );
@@ -56,12 +54,3 @@ export function tidyPng(png: Buffer): Buffer {
 /** 2835 × 2835 pixels a metre (72 dpi): libvips' resolution when the source declared none. */
 const isDefaultResolution = (data: Buffer): boolean =>
   data.length === 9 && data.readUInt32BE(0) === 2835 && data.readUInt32BE(4) === 2835 && data[8] === 1;
-
-function chunk(type: string, data: Buffer): Buffer {
-  const out = Buffer.alloc(CHUNK_OVERHEAD + data.length);
-  out.writeUInt32BE(data.length, 0);
-  out.write(type, 4, 'latin1');
-  data.copy(out, 8);
-  out.writeUInt32BE(zlib.crc32(out.subarray(4, 8 + data.length)), 8 + data.length);
-  return out;
-}

@@ -7,6 +7,7 @@
 // profile and EXIF exactly as a JPEG's.
 import zlib from 'node:zlib';
 import sharp, { type Sharp } from 'sharp';
+import { pngChunk } from '../png-chunk.js';
 import type { RawImage } from './pixels.js';
 
 export function rawToSharp(raw: RawImage): Sharp {
@@ -16,15 +17,6 @@ export function rawToSharp(raw: RawImage): Sharp {
 
 /** PNG colour types by channel count: grey, grey+alpha, RGB, RGBA. */
 const COLOUR_TYPE = { 1: 0, 2: 4, 3: 2, 4: 6 } as const;
-
-function chunk(type: string, data: Buffer): Buffer {
-  const head = Buffer.alloc(8);
-  head.writeUInt32BE(data.length, 0);
-  head.write(type, 4, 'latin1');
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(zlib.crc32(data, zlib.crc32(head.subarray(4))) >>> 0, 0);
-  return Buffer.concat([head, data, crc]);
-}
 
 function pngWithMetadata(raw: RawImage): Buffer {
   const bytesPerSample = raw.depth === 'ushort' ? 2 : 1;
@@ -42,9 +34,9 @@ function pngWithMetadata(raw: RawImage): Buffer {
     if (bytesPerSample === 1) row.copy(rows, at);
     else for (let i = 0; i < rowBytes; i += 2) rows.writeUInt16BE(row.readUInt16LE(i), at + i);
   }
-  const chunks = [chunk('IHDR', ihdr)];
-  if (raw.icc) chunks.push(chunk('iCCP', Buffer.concat([Buffer.from('icc\0\0', 'latin1'), zlib.deflateSync(raw.icc)])));
-  if (raw.exif) chunks.push(chunk('eXIf', raw.exif));
-  chunks.push(chunk('IDAT', zlib.deflateSync(rows, { level: 1 })), chunk('IEND', Buffer.alloc(0)));
+  const chunks = [pngChunk('IHDR', ihdr)];
+  if (raw.icc) chunks.push(pngChunk('iCCP', Buffer.concat([Buffer.from('icc\0\0', 'latin1'), zlib.deflateSync(raw.icc)])));
+  if (raw.exif) chunks.push(pngChunk('eXIf', raw.exif));
+  chunks.push(pngChunk('IDAT', zlib.deflateSync(rows, { level: 1 })), pngChunk('IEND', Buffer.alloc(0)));
   return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), ...chunks]);
 }

@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import sharp, { type Metadata, type Sharp } from 'sharp';
 import { TaskError } from '../errors.js';
 import { isLosslessJpeg } from './decoders/jpeg-lossless.js';
-import { decodeRaw, readHeader, type RawDecoderName } from './decoders/raw.js';
+import { decodeRawFile } from './decoders/off-thread.js';
+import { readHeader, type RawDecoderName } from './decoders/raw.js';
 import { rawToSharp } from './decoders/to-sharp.js';
 import { fileSource } from '../documents/container.js';
 import { isSequenceHead, readSequenceHeader, SequenceError, type SequenceHeader } from './avif-sequence.js';
@@ -141,7 +142,8 @@ export async function openSource(
 ): Promise<OpenSource> {
   const decoder = await rawDecoderOf(inputPath, inputFormat);
   if (decoder) {
-    const raw = await decodeRaw(await fs.promises.readFile(inputPath), decoder, maxPixels);
+    // On a thread of its own: these decoders run to the end once started (off-thread.ts).
+    const raw = await decodeRawFile(inputPath, decoder, maxPixels);
     return () => rawToSharp(raw);
   }
   const sequence = sequences && inputFormat === 'avif' ? await sequenceHeaderOf(inputPath) : undefined;

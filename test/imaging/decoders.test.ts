@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 
 import { TaskError, type TaskErrorCode } from '../../src/errors.js';
+import { decodeRawFile } from '../../src/imaging/decoders/off-thread.js';
 import { decodeRaw, readHeader } from '../../src/imaging/decoders/raw.js';
 import type { RawImage } from '../../src/imaging/decoders/pixels.js';
 import { IMAGE_FORMATS, isRawDecoded } from '../../src/imaging/formats.js';
@@ -976,5 +978,37 @@ describe('HEIC', () => {
       }
     }
     assert.equal(sha256((await decodeRaw(good, 'heic', MAX_PIXELS)).data), baseline);
+  });
+});
+
+describe('raw decoders: on a thread of their own', () => {
+  const file = (relative: string) => path.join(corpusDir, relative);
+
+  it('a HEIC decodes off the event loop, to the same pixels as on it', async () => {
+    const onLoop = await decodeRaw(await corpus('libheif/example.heic'), 'heic', MAX_PIXELS);
+    let turns = 0;
+    let turning = true;
+    const turn = () => {
+      turns++;
+      if (turning) setImmediate(turn);
+    };
+    setImmediate(turn);
+    const offLoop = await decodeRawFile(file('libheif/example.heic'), 'heic', MAX_PIXELS);
+    turning = false;
+    // On the event loop the decode (about 0.1 s of WebAssembly) would run between two turns.
+    assert.ok(turns >= 10, `the event loop turned ${turns} times while the HEIC decoded`);
+    assert.deepEqual([offLoop.width, offLoop.height, offLoop.channels], [onLoop.width, onLoop.height, onLoop.channels]);
+    assert.equal(sha256(offLoop.data), sha256(onLoop.data));
+    assert.ok(Buffer.isBuffer(offLoop.data));
+  });
+
+  it("the decoders' errors come back with their codes", async () => {
+    await rejectsWith(decodeRawFile(file('libheif/example.heic'), 'heic', 1000), ['IMAGE_TOO_LARGE']);
+    const truncated = path.join(await mkdtemp(path.join(tmpdir(), 'decode-')), 'cut.jp2');
+    await writeFile(truncated, (await corpus('sharp/relax.jp2')).subarray(0, 2000));
+    await rejectsWith(decodeRawFile(truncated, 'jp2', MAX_PIXELS), ['INVALID_IMAGE']);
+    // A decode after a failure still works: the thread is the same or a new one.
+    const image = await decodeRawFile(file('sharp/relax.jp2'), 'jp2', MAX_PIXELS);
+    assert.deepEqual([image.width, image.height], [320, 240]);
   });
 });

@@ -8,9 +8,9 @@
 // size asked for is not the network's scale.
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import sharp, { type Sharp } from 'sharp';
+import { startWorkerThread } from '../../worker-thread.js';
 import type { Size } from '../geometry.js';
 import type { InferenceJob, InferenceMessage } from './inference-worker.js';
 import { modelScaleFor, TILE_OVERLAP, TILE_SIZE, type ModelScale } from './model.js';
@@ -33,12 +33,6 @@ export interface UpscaledBand {
   /** Packed RGB bytes, `width × scale` pixels per row. */
   data: Uint8Array;
 }
-
-/** Where the worker's code is: beside this module, compiled (.js) or run through tsx (.ts). */
-const WORKER_ENTRY = (() => {
-  const here = fileURLToPath(import.meta.url);
-  return path.join(path.dirname(here), `inference-worker${path.extname(here)}`);
-})();
 
 export class SuperResolutionEngine {
   private worker: Worker | undefined;
@@ -72,7 +66,7 @@ export class SuperResolutionEngine {
 
   private spawn(): Worker {
     if (this.worker) return this.worker;
-    const worker = WORKER_ENTRY.endsWith('.ts') ? typeScriptWorker(WORKER_ENTRY) : new Worker(WORKER_ENTRY);
+    const worker = startWorkerThread(import.meta.url, 'inference-worker');
     // A process that has nothing else to do may exit with the model still loaded.
     worker.unref();
     const forget = () => {
@@ -157,16 +151,6 @@ export class SuperResolutionEngine {
       worker.postMessage(job);
     });
   }
-}
-
-/**
- * Run from the TypeScript sources (tests, `node --import tsx`): a worker thread does not get
- * the main thread's loader hooks, so it registers tsx's before loading the entry.
- */
-function typeScriptWorker(entry: string): Worker {
-  const tsx = import.meta.resolve('tsx/esm/api');
-  const code = `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(pathToFileURL(entry).href)}); });`;
-  return new Worker(code, { eval: true });
 }
 
 let shared: SuperResolutionEngine | undefined;

@@ -7,9 +7,9 @@ import fs from 'node:fs';
 import sharp, { type Metadata, type Sharp } from 'sharp';
 import { TaskError } from '../errors.js';
 import { isLosslessJpeg } from './decoders/jpeg-lossless.js';
-import { decodeRawFile } from './decoders/off-thread.js';
+import { decodeForSharp } from './decoders/off-thread.js';
 import { readHeader, type RawDecoderName } from './decoders/raw.js';
-import { rawToSharp } from './decoders/to-sharp.js';
+import { openSharpInput } from './decoders/to-sharp.js';
 import { fileSource } from '../documents/container.js';
 import { isSequenceHead, readSequenceHeader, SequenceError, type SequenceHeader } from './avif-sequence.js';
 import { asHeaderError } from './errors.js';
@@ -143,8 +143,8 @@ export async function openSource(
   const decoder = await rawDecoderOf(inputPath, inputFormat);
   if (decoder) {
     // On a thread of its own: these decoders run to the end once started (off-thread.ts).
-    const raw = await decodeRawFile(inputPath, decoder, maxPixels);
-    return () => rawToSharp(raw);
+    const decoded = await decodeForSharp(inputPath, decoder, maxPixels);
+    return () => openSharpInput(decoded);
   }
   const sequence = sequences && inputFormat === 'avif' ? await sequenceHeaderOf(inputPath) : undefined;
   if (sequence) return openSequence(inputPath, sequence, animated, sequences!);

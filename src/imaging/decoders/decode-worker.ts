@@ -1,12 +1,13 @@
 // The thread the raw decoders run on (off-thread.ts is the main thread's side). libheif,
 // OpenJPEG and the lossless-JPEG decoder are WebAssembly or plain JavaScript that run to the end
 // once started: a 12 MP HEIC takes about a second of one core, a large JPEG 2000 several. On the
-// event loop that would hold every HTTP request and every other task for as long.
+// event loop that would hold every HTTP request and every other task for as long. So would making
+// the PNG that carries a profile or EXIF to sharp (to-sharp.ts), which is done here too.
 import fs from 'node:fs';
 import { parentPort } from 'node:worker_threads';
 import { TaskError } from '../../errors.js';
-import type { RawImage } from './pixels.js';
 import { decodeRaw, type RawDecoderName } from './raw.js';
+import { sharpInputOf, type SharpInput } from './to-sharp.js';
 
 export interface DecodeRequest {
   id: number;
@@ -16,7 +17,7 @@ export interface DecodeRequest {
 }
 
 export type DecodeReply =
-  | { id: number; image: RawImage }
+  | { id: number; input: SharpInput }
   | { id: number; taskError: Pick<TaskError, 'code' | 'message' | 'transient' | 'details'> }
   | { id: number; failure: string };
 
@@ -26,9 +27,13 @@ const detachable = (bytes: Buffer): Buffer =>
 
 async function decode({ id, file, format, maxPixels }: DecodeRequest): Promise<{ reply: DecodeReply; transfer: ArrayBuffer[] }> {
   try {
-    const raw = await decodeRaw(await fs.promises.readFile(file), format, maxPixels);
-    const image: RawImage = { ...raw, data: detachable(raw.data) };
-    return { reply: { id, image }, transfer: [image.data.buffer as ArrayBuffer] };
+    const input = sharpInputOf(await decodeRaw(await fs.promises.readFile(file), format, maxPixels));
+    if (input.kind === 'png') {
+      const png = detachable(input.png);
+      return { reply: { id, input: { kind: 'png', png } }, transfer: [png.buffer as ArrayBuffer] };
+    }
+    const image = { ...input.image, data: detachable(input.image.data) };
+    return { reply: { id, input: { kind: 'raw', image } }, transfer: [image.data.buffer as ArrayBuffer] };
   } catch (err) {
     if (err instanceof TaskError) {
       const { code, message, transient, details } = err;

@@ -7,12 +7,12 @@ import type { Worker } from 'node:worker_threads';
 import { TaskError } from '../../errors.js';
 import { startWorkerThread } from '../../worker-thread.js';
 import type { DecodeReply, DecodeRequest } from './decode-worker.js';
-import type { RawImage } from './pixels.js';
 import type { RawDecoderName } from './raw.js';
+import type { SharpInput } from './to-sharp.js';
 
 let thread: Worker | undefined;
 let nextId = 0;
-const pending = new Map<number, { resolve(image: RawImage): void; reject(err: Error): void }>();
+const pending = new Map<number, { resolve(input: SharpInput): void; reject(err: Error): void }>();
 
 /** Structured cloning hands a Buffer over as a plain Uint8Array: a Buffer over the same memory. */
 const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -26,9 +26,11 @@ function decoderThread(): Worker {
     if (!waiter) return;
     pending.delete(reply.id);
     if (pending.size === 0) started.unref();
-    if ('image' in reply) {
-      const { data, icc, exif } = reply.image;
-      waiter.resolve({ ...reply.image, data: asBuffer(data), icc: icc && asBuffer(icc), exif: exif && asBuffer(exif) });
+    if ('input' in reply) {
+      const { input } = reply;
+      if (input.kind === 'png') return waiter.resolve({ kind: 'png', png: asBuffer(input.png) });
+      // Pixels with no profile, EXIF or 16-bit samples (else they came as a PNG).
+      waiter.resolve({ kind: 'raw', image: { ...input.image, data: asBuffer(input.image.data) } });
     } else if ('taskError' in reply) {
       const { code, message, transient, details } = reply.taskError;
       waiter.reject(new TaskError(code, message, transient, details));
@@ -48,10 +50,11 @@ function decoderThread(): Worker {
 }
 
 /**
- * The primary image of the file at `file`, decoded by this service's decoder for `format`
- * (decodeRaw's contract: the pixel limit checked from the header first; TaskErrors as thrown there).
+ * The primary image of the file at `file`, decoded by this service's decoder for `format` and
+ * made ready for sharp (openSharpInput); decodeRaw's contract: the pixel limit checked from the
+ * header first, TaskErrors as thrown there.
  */
-export function decodeRawFile(file: string, format: RawDecoderName, maxPixels: number): Promise<RawImage> {
+export function decodeForSharp(file: string, format: RawDecoderName, maxPixels: number): Promise<SharpInput> {
   const worker = decoderThread();
   const id = nextId++;
   // Only while a decode is under way does the thread keep the process up.

@@ -10,10 +10,24 @@ import sharp, { type Sharp } from 'sharp';
 import { pngChunk } from '../png-chunk.js';
 import type { RawImage } from './pixels.js';
 
-export function rawToSharp(raw: RawImage): Sharp {
-  if (!raw.icc && !raw.exif && !raw.depth) return sharp(raw.data, { raw: { width: raw.width, height: raw.height, channels: raw.channels } });
-  return sharp(pngWithMetadata(raw), { limitInputPixels: false });
+/** Decoded pixels as sharp is handed them: as they are, or as a PNG made of them. */
+export type SharpInput = { kind: 'raw'; image: RawImage } | { kind: 'png'; png: Buffer };
+
+/**
+ * What sharp is handed for `raw`. Making the PNG deflates every pixel (and swaps the bytes of
+ * 16-bit samples), so it runs where the decoding ran: on the decoding thread (off-thread.ts).
+ */
+export function sharpInputOf(raw: RawImage): SharpInput {
+  return !raw.icc && !raw.exif && !raw.depth ? { kind: 'raw', image: raw } : { kind: 'png', png: pngWithMetadata(raw) };
 }
+
+export function openSharpInput(input: SharpInput): Sharp {
+  if (input.kind === 'png') return sharp(input.png, { limitInputPixels: false });
+  const { data, width, height, channels } = input.image;
+  return sharp(data, { raw: { width, height, channels } });
+}
+
+export const rawToSharp = (raw: RawImage): Sharp => openSharpInput(sharpInputOf(raw));
 
 /** PNG colour types by channel count: grey, grey+alpha, RGB, RGBA. */
 const COLOUR_TYPE = { 1: 0, 2: 4, 3: 2, 4: 6 } as const;

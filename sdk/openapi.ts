@@ -3850,7 +3850,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description `PREVIEW_UNAVAILABLE`: No preview for this file: a presentation, ZIP, HEIC or BMP, or an image past the plan's pixel limits. */
+            /** @description `PREVIEW_UNAVAILABLE`: No preview for this file: a presentation or ZIP, an image past the plan's pixel limits, or one that cannot be decoded. */
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

@@ -77,7 +77,7 @@ export const FORMATS = {
     extension: 'jpg',
     input: 'image',
     libvips: 'decode',
-    notes: "lossless JPEG (process 14, SOF3) is decoded by this service's own decoder (jpeg-lossless-decoder-js): no preview",
+    notes: "lossless JPEG (process 14, SOF3) is decoded by this service's own decoder (jpeg-lossless-decoder-js)",
     write: {
       lossless: false,
       defaults: `quality ${JPEG_QUALITY}; mozjpeg for compress`,
@@ -333,7 +333,9 @@ export function formatTable(): string {
     const input = d.input === 'image' ? 'every image kind' : d.input === 'presentation' ? 'presentation-to-images' : '—';
     const mimes = [d.mime, ...(d.otherMimes ?? [])].map((mime) => `\`${mime}\``).join(', ');
     // Raw-decoded images: decoding them blocks the event loop, so previews (made in the API process) refuse them.
-    const notes = [isRawDecoded(format) ? "decoded by this service's own decoder; no preview" : '', d.notes ?? ''].filter(Boolean).join('; ');
+    const notes = [isRawDecoded(format) ? "decoded by this service's own decoder, on a thread of its own" : '', d.notes ?? '']
+      .filter(Boolean)
+      .join('; ');
     const cells = [
       d.title,
       `\`${format}\``,

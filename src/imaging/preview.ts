@@ -11,8 +11,9 @@
 //   - a rendition is made once: stored at previewKey(fileId, side) for the few sides of
 //     PREVIEW_SIDES, and the asked box is served from the smallest one that covers it (as it is
 //     when it fits, else shrunk from it). forgetPreviews() deletes them with their file.
-// SVG is rendered from memory without outside references (svg.ts). HEIC and BMP, which this
-// service decodes in JavaScript (blocking the event loop for the whole decode), have no preview.
+// SVG is rendered from memory without outside references (svg.ts). The formats this service
+// decodes itself (HEIC, JPEG 2000, BMP, lossless JPEG) are decoded whole, on the decoding thread
+// (decoders/off-thread.ts), after the same header check.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -27,7 +28,9 @@ import type { Poppler } from '../documents/pdf.js';
 import { AppError, TaskError } from '../errors.js';
 import type { FilesTable } from '../db/schema.js';
 import { isObjectNotFound, previewKey, type ObjectStorage } from '../storage/storage.js';
-import { isRawDecoded, mimeOf } from './formats.js';
+import { decodeForSharp } from './decoders/off-thread.js';
+import { openSharpInput } from './decoders/to-sharp.js';
+import { mimeOf } from './formats.js';
 import { inspect, libvipsInput, rawDecoderOf } from './source.js';
 import { ownedTempPrefix } from '../temp-files.js';
 
@@ -155,17 +158,14 @@ export class Previews {
   }
 
   private async render(file: FileRecord, limits: PlanLimits, box: Box): Promise<Buffer> {
-    if (isRawDecoded(file.format)) {
-      throw new AppError('PREVIEW_UNAVAILABLE', `${file.format.toUpperCase()} files have no preview; convert one to see it`);
-    }
     const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), ownedTempPrefix('imgapi-preview-')));
     try {
       const source = await this.localCopy(file, dir);
       if (file.format === 'pdf') return await encode(sharp(await pdfFirstPage(this.options.poppler, source, box, dir)), false, box);
-      // A lossless JPEG, like the formats above, is decoded by this service's own decoder.
-      if (await rawDecoderOf(source, file.format))
-        throw new AppError('PREVIEW_UNAVAILABLE', 'Lossless JPEG files have no preview; convert one to see it');
       const header = await inspect(source, file.format, limits);
+      const decoder = await rawDecoderOf(source, file.format);
+      // Upright already: these decoders apply the orientation to the pixels.
+      if (decoder) return await encode(openSharpInput(await decodeForSharp(source, decoder, limits.maxPixels)), header.hasAlpha, box);
       const input = await libvipsInput(source, file.format, limits.maxPixels);
       return await encode(
         sharp(input, {

@@ -101,6 +101,24 @@ for (const dialect of DIALECTS) {
       assert.equal((await client.get(`/api/preview/${small}`)).status, 200);
     });
 
+    it('the formats this service decodes itself have previews too: HEIC, JPEG 2000, BMP and lossless JPEG', async () => {
+      const client = new Client(server.url, await server.newKey('max'));
+      const files: [string, number, number][] = [
+        ['images/libheif/example.heic', 1280, 854],
+        ['images/sharp/relax.jp2', 320, 240],
+        ['images/image-rs/rgb24.bmp', 127, 64],
+        ['images/sharp/testimgl.jpg', 227, 149],
+      ];
+      for (const [file, width, height] of files) {
+        const id = await client.uploadOk(corpusFile(file));
+        const response = await client.get(`/api/preview/${id}?width=256`);
+        assert.equal(response.status, 200, `${file}: ${JSON.stringify(response.body)}`);
+        const meta = await sharp(response.body as Buffer).metadata();
+        const scale = Math.min(1, 256 / width);
+        assert.deepEqual([meta.width, meta.height], [Math.round(width * scale), Math.round(height * scale)], file);
+      }
+    });
+
     it('a box with one side keeps the other within 2048 px', async () => {
       const client = new Client(server.url, await server.newKey('max'));
       const wide = await client.uploadOk(

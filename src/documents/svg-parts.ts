@@ -2,7 +2,7 @@
 // part's <image href="file:///…"> (or <use>, url(), XInclude…) would have LibreOffice draw a
 // file of this machine into the slide. The converter sandbox (sandbox.ts) keeps such files out
 // of reach; this is defence in depth behind it, and the guard for SVG when it cannot be set up.
-// Each SVG part goes through safeSvg (src/imaging/svg.ts), the one SVG re-writer of the service,
+// Each SVG part goes through safeSvg (src/imaging/svg.ts, on the decoding thread), the one SVG re-writer of the service,
 // which keeps no outside reference.
 //
 // Which parts are SVG: LibreOffice tells a picture by its bytes (vcl's GraphicFormatDetector:
@@ -18,7 +18,7 @@ import zlib from 'node:zlib';
 import yauzl from 'yauzl';
 import yazl from 'yazl';
 import { TaskError } from '../errors.js';
-import { safeSvg } from '../imaging/svg.js';
+import { safeSvgOffThread } from '../imaging/decode-thread.js';
 
 /** The most an SVG part (inflated) may hold to be re-written; a bigger one is not drawn. */
 const MAX_SVG_PART_BYTES = 32 * 1024 * 1024;
@@ -134,7 +134,7 @@ async function safePart(source: yauzl.ZipFile, entry: yauzl.Entry, maxPixels: nu
   if (svg[0] === GZIP[0] && svg[1] === GZIP[1]) svg = gunzip(svg);
   if (!svg) return EMPTY_SVG;
   try {
-    return await safeSvg(svg, maxPixels);
+    return await safeSvgOffThread({ bytes: svg }, maxPixels);
   } catch (err) {
     if (err instanceof TaskError) return EMPTY_SVG;
     throw err;

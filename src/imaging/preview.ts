@@ -13,7 +13,7 @@
 //     when it fits, else shrunk from it). forgetPreviews() deletes them with their file.
 // SVG is rendered from memory without outside references (svg.ts). The formats this service
 // decodes itself (HEIC, JPEG 2000, BMP, lossless JPEG) are decoded whole, on the decoding thread
-// (decoders/off-thread.ts), after the same header check.
+// (decode-thread.ts), after the same header check.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,7 +28,7 @@ import type { Poppler } from '../documents/pdf.js';
 import { AppError, TaskError } from '../errors.js';
 import type { FilesTable } from '../db/schema.js';
 import { isObjectNotFound, previewKey, type ObjectStorage } from '../storage/storage.js';
-import { decodeForSharp } from './decoders/off-thread.js';
+import { decodeForSharp } from './decode-thread.js';
 import { openSharpInput } from './decoders/to-sharp.js';
 import { mimeOf } from './formats.js';
 import { inspect, libvipsInput, rawDecoderOf } from './source.js';

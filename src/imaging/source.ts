@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import sharp, { type Metadata, type Sharp } from 'sharp';
 import { TaskError } from '../errors.js';
 import { isLosslessJpeg } from './decoders/jpeg-lossless.js';
-import { decodeForSharp } from './decoders/off-thread.js';
+import { decodeForSharp, safeSvgOffThread } from './decode-thread.js';
 import { readHeader, type RawDecoderName } from './decoders/raw.js';
 import { openSharpInput } from './decoders/to-sharp.js';
 import { fileSource } from '../documents/container.js';
@@ -18,7 +18,6 @@ import { isAnimation, isRawDecoded } from './formats.js';
 import { libvipsAvifInput, primaryItemMetadata, primaryPage } from './heif-items.js';
 import { checkSource, type ImageLimits } from './limits.js';
 import { SNIFF_HEAD_BYTES } from './sniff.js';
-import { readSafeSvg } from './svg.js';
 
 // Let the worker pool, not libvips' cache, decide how much memory is in use.
 sharp.cache(false);
@@ -142,7 +141,7 @@ export async function openSource(
 ): Promise<OpenSource> {
   const decoder = await rawDecoderOf(inputPath, inputFormat);
   if (decoder) {
-    // On a thread of its own: these decoders run to the end once started (off-thread.ts).
+    // On a thread of its own: these decoders run to the end once started (decode-thread.ts).
     const decoded = await decodeForSharp(inputPath, decoder, maxPixels);
     return () => openSharpInput(decoded);
   }
@@ -201,7 +200,8 @@ async function openSequence(inputPath: string, header: SequenceHeader, animated:
  * references; an AVIF image sequence with its brand said as `avif` (heif-items.ts); else the path.
  */
 export async function libvipsInput(inputPath: string, inputFormat: string, maxPixels: number): Promise<string | Buffer> {
-  if (inputFormat === 'svg') return readSafeSvg(inputPath, maxPixels);
+  // Rewritten on the decoding thread: a parse of the whole document (decode-worker.ts).
+  if (inputFormat === 'svg') return safeSvgOffThread({ file: inputPath }, maxPixels);
   if (inputFormat === 'avif') return libvipsAvifInput(inputPath);
   return inputPath;
 }

@@ -16,7 +16,6 @@
 // every @import is disabled, after CSS escapes that spell letters are decoded. What librsvg
 // parses is exactly what was checked. libvips' `unlimited` SVG flag (which lifts librsvg's
 // XML limits) is never set.
-import fs from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 import { SaxesParser, type SaxesTagPlain } from 'saxes';
 import sharp from 'sharp';
@@ -34,11 +33,6 @@ const MAX_ENTITY_EXPANSION = 1024 * 1024;
 
 /** Elements whose href may be an embedded image. */
 const IMAGE_ELEMENTS = new Set(['image', 'feImage']);
-
-/** Reads a stored SVG and returns it without outside references (see above). */
-export async function readSafeSvg(path: string, maxPixels: number): Promise<Buffer> {
-  return safeSvg(await fs.promises.readFile(path), maxPixels);
-}
 
 /** The SVG without outside references; TaskError INVALID_IMAGE when it is not well-formed XML. */
 export async function safeSvg(svg: Buffer, maxPixels: number): Promise<Buffer> {

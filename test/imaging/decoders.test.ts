@@ -8,11 +8,12 @@ import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 
 import { TaskError, type TaskErrorCode } from '../../src/errors.js';
-import { decodeForSharp } from '../../src/imaging/decoders/off-thread.js';
+import { decodeForSharp, safeSvgOffThread } from '../../src/imaging/decode-thread.js';
 import { decodeRaw, readHeader } from '../../src/imaging/decoders/raw.js';
 import { openSharpInput, rawToSharp } from '../../src/imaging/decoders/to-sharp.js';
 import type { RawImage } from '../../src/imaging/decoders/pixels.js';
 import { IMAGE_FORMATS, isRawDecoded } from '../../src/imaging/formats.js';
+import { safeSvg } from '../../src/imaging/svg.js';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const corpusDir = path.resolve(repoRoot, '../shared/corpus/images');
@@ -982,7 +983,7 @@ describe('HEIC', () => {
   });
 });
 
-describe('raw decoders: on a thread of their own', () => {
+describe('the decoding thread: raw decoders and the SVG rewrite off the event loop', () => {
   const file = (relative: string) => path.join(corpusDir, relative);
 
   it('a HEIC decodes off the event loop, to the same pixels as on it', async () => {
@@ -1003,6 +1004,28 @@ describe('raw decoders: on a thread of their own', () => {
     const offLoop = await openSharpInput(decoded).raw().toBuffer({ resolveWithObject: true });
     assert.deepEqual(offLoop.info, onLoop.info);
     assert.equal(sha256(offLoop.data), sha256(onLoop.data));
+  });
+
+  it('an SVG is rewritten off the event loop, to the same bytes as on it; a malformed one is INVALID_IMAGE', async () => {
+    const rects = Array.from(
+      { length: 20_000 },
+      (_, i) => `<rect x="${i % 500}" y="${(i * 7) % 500}" width="3" height="3" fill="#${(i % 4096).toString(16).padStart(3, '0')}"/>`,
+    );
+    const svg = Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg" width="500" height="500">${rects.join('')}</svg>`);
+    const onLoop = await safeSvg(svg, MAX_PIXELS);
+    let turns = 0;
+    let turning = true;
+    const turn = () => {
+      turns++;
+      if (turning) setImmediate(turn);
+    };
+    setImmediate(turn);
+    const offLoop = await safeSvgOffThread({ bytes: svg }, MAX_PIXELS);
+    turning = false;
+    // On the event loop the parse (about 0.1 s) would run between two turns.
+    assert.ok(turns >= 10, `the event loop turned ${turns} times while the SVG was rewritten`);
+    assert.ok(offLoop.equals(onLoop));
+    await rejectsWith(safeSvgOffThread({ bytes: Buffer.from('<svg><rect></svg>') }, MAX_PIXELS), ['INVALID_IMAGE']);
   });
 
   it("the decoders' errors come back with their codes", async () => {

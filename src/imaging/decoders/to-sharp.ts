@@ -15,7 +15,7 @@ export type SharpInput = { kind: 'raw'; image: RawImage } | { kind: 'png'; png: 
 
 /**
  * What sharp is handed for `raw`. Making the PNG deflates every pixel (and swaps the bytes of
- * 16-bit samples), so it runs where the decoding ran: on the decoding thread (off-thread.ts).
+ * 16-bit samples), so it runs where the decoding ran: on the decoding thread (decode-thread.ts).
  */
 export function sharpInputOf(raw: RawImage): SharpInput {
   return !raw.icc && !raw.exif && !raw.depth ? { kind: 'raw', image: raw } : { kind: 'png', png: pngWithMetadata(raw) };

@@ -35,6 +35,12 @@ export class SequenceError extends Error {
 const MAX_MOOV_BYTES = 16 * 1024 * 1024;
 /** Top-level boxes walked before giving up (a real file has a handful). */
 const MAX_TOP_LEVEL_BOXES = 1024;
+/**
+ * Frames a sequence may declare: 100× the largest plan's maxFrames. Its timing is expanded to a
+ * delay per frame before the plan's limits are checked, and a header of a few bytes can declare
+ * billions of one-byte frames.
+ */
+const MAX_SEQUENCE_FRAMES = 100_000;
 const ALPHA_URNS = new Set(['urn:mpeg:mpegB:cicp:systems:auxiliary:alpha', 'urn:mpeg:hevc:2015:auxid:1']);
 const MAX_LOOP = 65_535;
 
@@ -216,6 +222,9 @@ export function parseMovie(moov: Buffer, fileSize: number): SequenceHeader {
   }
   if (alpha && (alpha.width !== colour.width || alpha.height !== colour.height || alpha.samples !== colour.samples)) {
     throw new SequenceError('the alpha track does not match the colour track');
+  }
+  if (colour.samples > MAX_SEQUENCE_FRAMES) {
+    throw new SequenceError(`the sequence declares ${colour.samples} frames; at most ${MAX_SEQUENCE_FRAMES} are read`);
   }
   const delay = colour.timing.flatMap(({ count, delta }) => Array<number>(count).fill(Math.round((delta * 1000) / colour.timescale)));
   return {

@@ -178,6 +178,19 @@ describe(`animated AVIF: frames through every output (${DIALECTS[0]})`, () => {
 describe('animated AVIF: the header against the limits', () => {
   const limits = { maxPixels: 50_000_000, maxFrames: 1000, maxTotalPixels: 500_000_000 };
 
+  it('a header declaring more frames than any plan reads is refused before its timing is expanded', async () => {
+    // One stts run and a constant one-byte sample size: 105 000 frames in a 105 KB file.
+    const bytes = Buffer.from(fs.readFileSync(ANIM));
+    const stts = bytes.indexOf('stts');
+    bytes.writeUInt32BE(1, stts + 8);
+    bytes.writeUInt32BE(105_000, stts + 12);
+    bytes.writeUInt32BE(1, stts + 16);
+    const stsz = bytes.indexOf('stsz');
+    bytes.writeUInt32BE(1, stsz + 8);
+    bytes.writeUInt32BE(105_000, stsz + 12);
+    await assert.rejects(readSequenceHeader(bufferReader(bytes)), /declares 105000 frames; at most 100000/);
+  });
+
   it('frames, size and timing come from the header; all frames together are held to the plan before decoding', async () => {
     const info = await inspect(ANIM, 'avif', limits);
     assert.deepEqual([info.width, info.height, info.frames, info.hasAlpha, info.loop], [120, 120, 150, false, 0]);

@@ -46,7 +46,8 @@ async function runTask(ctx: BenchContext, kind: string, file: string, options: R
     signal: new AbortController().signal,
     tmpDir: ctx.tmpDir,
     progress: () => {},
-    documents: undefined as never,
+    // No LibreOffice, poppler or ffmpeg: an image job reads `ffmpeg` only for AVIF image sequences.
+    documents: { ffmpeg: undefined } as never,
   };
   const result: OperationResult = await op.run(context);
   return result.outputs[0]!.data!;

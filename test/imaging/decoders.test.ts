@@ -983,6 +983,22 @@ describe('HEIC', () => {
   });
 });
 
+/** `work`'s value, and how many times the event loop turned while it ran. */
+async function turnsDuring<T>(work: Promise<T>): Promise<{ value: T; turns: number }> {
+  let turns = 0;
+  let turning = true;
+  const turn = () => {
+    turns++;
+    if (turning) setImmediate(turn);
+  };
+  setImmediate(turn);
+  try {
+    return { value: await work, turns };
+  } finally {
+    turning = false;
+  }
+}
+
 describe('the decoding thread: raw decoders and the SVG rewrite off the event loop', () => {
   const file = (relative: string) => path.join(corpusDir, relative);
 
@@ -990,15 +1006,7 @@ describe('the decoding thread: raw decoders and the SVG rewrite off the event lo
     const onLoop = await rawToSharp(await decodeRaw(await corpus('libheif/example.heic'), 'heic', MAX_PIXELS))
       .raw()
       .toBuffer({ resolveWithObject: true });
-    let turns = 0;
-    let turning = true;
-    const turn = () => {
-      turns++;
-      if (turning) setImmediate(turn);
-    };
-    setImmediate(turn);
-    const decoded = await decodeForSharp(file('libheif/example.heic'), 'heic', MAX_PIXELS);
-    turning = false;
+    const { value: decoded, turns } = await turnsDuring(decodeForSharp(file('libheif/example.heic'), 'heic', MAX_PIXELS));
     // On the event loop the decode (about 0.1 s of WebAssembly) would run between two turns.
     assert.ok(turns >= 10, `the event loop turned ${turns} times while the HEIC decoded`);
     const offLoop = await openSharpInput(decoded).raw().toBuffer({ resolveWithObject: true });
@@ -1013,15 +1021,7 @@ describe('the decoding thread: raw decoders and the SVG rewrite off the event lo
     );
     const svg = Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg" width="500" height="500">${rects.join('')}</svg>`);
     const onLoop = await safeSvg(svg, MAX_PIXELS);
-    let turns = 0;
-    let turning = true;
-    const turn = () => {
-      turns++;
-      if (turning) setImmediate(turn);
-    };
-    setImmediate(turn);
-    const offLoop = await safeSvgOffThread({ bytes: svg }, MAX_PIXELS);
-    turning = false;
+    const { value: offLoop, turns } = await turnsDuring(safeSvgOffThread({ bytes: svg }, MAX_PIXELS));
     // On the event loop the parse (about 0.1 s) would run between two turns.
     assert.ok(turns >= 10, `the event loop turned ${turns} times while the SVG was rewritten`);
     assert.ok(offLoop.equals(onLoop));

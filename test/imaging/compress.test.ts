@@ -169,7 +169,7 @@ describe('compress "auto" never returns a larger file in the same format (corpus
       checked++;
     }
     assert.deepEqual(problems, []);
-    assert.ok(checked > 60, `${checked} compressed with "auto"`);
+    assert.ok(checked > 30, `${checked} compressed with "auto"`);
   });
 });
 

@@ -148,6 +148,27 @@ const CASES: HostileRow[] = [
     expect: INVALID,
     everyDialect: true,
   },
+  {
+    // A delay per declared frame is built from the timing table: one stts run and a constant
+    // one-byte sample size declare 105 000 frames in 105 KB (in 500 MB, half a billion).
+    name: 'an AVIF image sequence declaring 105 000 one-byte frames → refused at upload',
+    input: {
+      label: 'anim.avif declaring 105 000 frames',
+      filename: 'anim.avif',
+      bytes: async (ctx) => {
+        const bytes = Buffer.from(await ANIM.bytes(ctx));
+        const stts = bytes.indexOf('stts');
+        bytes.writeUInt32BE(1, stts + 8);
+        bytes.writeUInt32BE(105_000, stts + 12);
+        bytes.writeUInt32BE(1, stts + 16);
+        const stsz = bytes.indexOf('stsz');
+        bytes.writeUInt32BE(1, stsz + 8);
+        bytes.writeUInt32BE(105_000, stsz + 12);
+        return bytes;
+      },
+    },
+    expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE'),
+  },
   { input: truncated(PPTX, 0.3), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE'), everyDialect: true },
   { input: truncated(PPTX, 0.6), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE') },
   { input: truncated(PPTX, 0.9), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE') },

@@ -92,7 +92,10 @@ export async function opsCommand(command: 'backup' | 'restore' | 'copy-to', args
     // The configuration's errors are main's to say (exit 78); any other failure is one line, no stack.
     if (err instanceof ConfigError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
-    const message = err instanceof OpsError ? err.message : `failed: ${(err as Error).message ?? String(err)}${code && !String((err as Error).message).includes(code) ? ` (${code})` : ''}`;
+    const message =
+      err instanceof OpsError
+        ? err.message
+        : `failed: ${(err as Error).message ?? String(err)}${code && !String((err as Error).message).includes(code) ? ` (${code})` : ''}`;
     process.stderr.write(`imgapi ${command}: ${message.split('\n')[0]}\n`);
     return 1;
   }

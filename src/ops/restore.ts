@@ -94,9 +94,13 @@ const MANIFEST_SCHEMA = {
   },
 };
 
-const validateManifest = new Ajv.default({ allErrors: false, strict: true, strictNumbers: true, allowUnionTypes: true, discriminator: true }).compile<BackupManifest>(
-  MANIFEST_SCHEMA,
-);
+const validateManifest = new Ajv.default({
+  allErrors: false,
+  strict: true,
+  strictNumbers: true,
+  allowUnionTypes: true,
+  discriminator: true,
+}).compile<BackupManifest>(MANIFEST_SCHEMA);
 
 /** A value from the backup, quoted for a message: control characters escaped, long ones cut. */
 const quote = (value: unknown): string => {
@@ -234,7 +238,13 @@ const isLink = (file: string): boolean => {
 };
 
 /** Copies a file of the backup to `to` (a new file), hashing it on the way; refuses one that differs from the manifest. */
-async function copyEntry(root: string, name: string, expected: { size: number; sha256: string }, to: string | undefined, mode = 0o644): Promise<void> {
+async function copyEntry(
+  root: string,
+  name: string,
+  expected: { size: number; sha256: string },
+  to: string | undefined,
+  mode = 0o644,
+): Promise<void> {
   const handle = await openEntry(root, name);
   let found;
   try {
@@ -244,8 +254,11 @@ async function copyEntry(root: string, name: string, expected: { size: number; s
     await handle.close();
   }
   if (found.size !== expected.size)
-    throw new OpsError(`backup entry ${quote(name)} does not match its checksum in the manifest (${found.size} bytes, not ${expected.size}): the backup is damaged`);
-  if (found.sha256 !== expected.sha256) throw new OpsError(`backup entry ${quote(name)} does not match its checksum in the manifest: the backup is damaged`);
+    throw new OpsError(
+      `backup entry ${quote(name)} does not match its checksum in the manifest (${found.size} bytes, not ${expected.size}): the backup is damaged`,
+    );
+  if (found.sha256 !== expected.sha256)
+    throw new OpsError(`backup entry ${quote(name)} does not match its checksum in the manifest: the backup is damaged`);
 }
 
 /** `name` under `base`, refused if it would resolve anywhere else (names are checked before; this is the last word). */
@@ -267,6 +280,7 @@ class Placements {
       fs.linkSync(from, to);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') throw new OpsError(`${to} already exists: restore needs an empty target`);
       if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EXDEV') throw err;
       fs.copyFileSync(from, to, fs.constants.COPYFILE_EXCL);
     }
@@ -307,7 +321,9 @@ function removeEmptyDirs(leaf: string, top: string): void {
 /** Refuses a target that is not empty; answers the PostgreSQL target, opened. Writes nothing. */
 async function openEmptyTarget(config: Config, manifest: BackupManifest): Promise<Database | undefined> {
   if (manifest.storage.kind === 's3' && config.storage.kind !== 's3')
-    throw new OpsError(`this backup's objects are in the S3 bucket ${manifest.storage.bucket}: restore with STORAGE=s3 and that bucket (or a copy of it)`);
+    throw new OpsError(
+      `this backup's objects are in the S3 bucket ${manifest.storage.bucket}: restore with STORAGE=s3 and that bucket (or a copy of it)`,
+    );
   if (config.database.dialect === 'sqlite') {
     const there = fs.lstatSync(config.database.file, { throwIfNoEntry: false });
     if (there && (!there.isFile() || there.size > 0))
@@ -355,12 +371,14 @@ async function openSnapshot(file: string, manifest: BackupManifest): Promise<Dat
     for (const table of TABLE_NAMES) {
       const expected = manifest.counts[table];
       if (!tables.has(table)) {
-        if (expected) throw new OpsError(`${MANIFEST} counts ${expected} rows in ${table}, a table ${DATABASE_FILE} does not have: the backup is damaged`);
+        if (expected)
+          throw new OpsError(`${MANIFEST} counts ${expected} rows in ${table}, a table ${DATABASE_FILE} does not have: the backup is damaged`);
         continue;
       }
       if (expected === undefined) throw new OpsError(`${MANIFEST} counts has no entry for ${table}, which ${DATABASE_FILE} holds`);
       const found = await countRows(snapshot.db, table);
-      if (found !== expected) throw new OpsError(`${DATABASE_FILE} holds ${found} rows in ${table}, ${MANIFEST} counts ${expected}: the backup is damaged`);
+      if (found !== expected)
+        throw new OpsError(`${DATABASE_FILE} holds ${found} rows in ${table}, ${MANIFEST} counts ${expected}: the backup is damaged`);
     }
     await migrate(snapshot);
     // The objects the rows need are the manifest's, and the manifest lists no other.
@@ -370,7 +388,8 @@ async function openSnapshot(file: string, manifest: BackupManifest): Promise<Dat
       wanted.add(object.key);
       const entry = listed.get(object.key);
       if (object.optional) continue;
-      if (!entry) throw new OpsError(`${DATABASE_FILE} refers to the object ${quote(object.key)}, which ${MANIFEST} does not list: the backup is incomplete`);
+      if (!entry)
+        throw new OpsError(`${DATABASE_FILE} refers to the object ${quote(object.key)}, which ${MANIFEST} does not list: the backup is incomplete`);
       if (entry.size !== object.size)
         throw new OpsError(`${DATABASE_FILE} gives ${quote(object.key)} ${object.size} bytes, ${MANIFEST} ${entry.size}: the backup is damaged`);
     }
@@ -439,7 +458,8 @@ export async function restore(config: Config, dir: string, log: OpsLog = () => {
         const there = path.join(config.dataDir, SIGNING_KEY);
         const replacing = fs.existsSync(there) || isLink(there);
         placed.replace(path.join(stage, SIGNING_KEY), there, path.join(stage, `replaced-${SIGNING_KEY}`));
-        if (replacing) log(`${SIGNING_KEY}: the target's key was replaced by the backup's (the restored service signs upload URLs as the backed-up one did)`);
+        if (replacing)
+          log(`${SIGNING_KEY}: the target's key was replaced by the backup's (the restored service signs upload URLs as the backed-up one did)`);
       }
     };
     const snapshot = await openSnapshot(stagedDatabase, manifest);
@@ -496,7 +516,9 @@ async function upload(root: string, objects: ObjectEntry[], storage: ObjectStora
     if (await storage.head(object.key)) taken.push(object.key);
   });
   if (taken.length > 0)
-    throw new OpsError(`the bucket already holds ${taken.length} of the backup's objects (${taken.slice(0, 3).join(', ')}…): restore needs a bucket without them`);
+    throw new OpsError(
+      `the bucket already holds ${taken.length} of the backup's objects (${taken.slice(0, 3).join(', ')}…): restore needs a bucket without them`,
+    );
   await eachLimited(objects, 8, async (object) => {
     const name = `${OBJECTS_DIR}/${object.key}`;
     const handle = await openEntry(root, name);

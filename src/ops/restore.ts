@@ -347,19 +347,25 @@ async function openEmptyTarget(config: Config, manifest: BackupManifest): Promis
   return target;
 }
 
-/** The staged database file, opened and checked against the manifest; brought to this version's schema. */
-async function openSnapshot(file: string, manifest: BackupManifest): Promise<Database> {
-  let snapshot: Database;
+/** The staged database file, opened, if SQLite finds it whole. */
+async function openSound(file: string): Promise<Database> {
+  let snapshot: Database | undefined;
   try {
     snapshot = await openDatabase({ dialect: 'sqlite', file });
     const check = await sql<Record<string, string>>`pragma quick_check`.execute(snapshot.db);
     const verdict = check.rows.map((row) => Object.values(row)[0]).join('; ');
     if (verdict !== 'ok') throw Object.assign(new Error(verdict), { code: 'SQLITE_CORRUPT' });
+    return snapshot;
   } catch (err) {
-    await snapshot!?.close().catch(() => {});
+    await snapshot?.close().catch(() => {});
     const reason = (err as { code?: string }).code ?? 'not a database';
     throw new OpsError(`backup entry ${DATABASE_FILE} is not a sound SQLite database (${reason}): the backup is damaged`);
   }
+}
+
+/** The staged database file, opened and checked against the manifest; brought to this version's schema. */
+async function openSnapshot(file: string, manifest: BackupManifest): Promise<Database> {
+  const snapshot = await openSound(file);
   try {
     const state = await schemaState(snapshot.db);
     if (state.unknown.length > 0)

@@ -11,6 +11,7 @@ import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { Client, DIALECTS, freshDatabase, startServer, tempDir, type TestServer } from '../helpers.js';
@@ -18,8 +19,10 @@ import { loadConfig } from '../../src/config.js';
 import { openDatabase } from '../../src/db/database.js';
 import { holdsRows } from '../../src/db/dump.js';
 import { backup, type BackupManifest } from '../../src/ops/backup.js';
-import { OpsError } from '../../src/ops/objects.js';
+import { hashObject, OpsError } from '../../src/ops/objects.js';
 import { restore } from '../../src/ops/restore.js';
+import { S3Storage } from '../../src/storage/s3.js';
+import { startS3rver } from '../s3rver.js';
 
 type Manifest = BackupManifest & Record<string, unknown>;
 /** Tampers with the copy at `dir`; a manifest returned is written as its manifest.json. */
@@ -306,6 +309,37 @@ for (const dialect of DIALECTS) {
         fix: (target) => fs.rmdirSync(path.join(target, 'objects', last.key)),
       });
     });
+
+    early(
+      "into a bucket: refuses one that holds any of the backup's objects and damaged bytes, uploading nothing; then uploads and reads back",
+      async () => {
+        const s3 = await startS3rver('imgapi-restore');
+        const { copy, target, drop } = await setUp();
+        try {
+          const env = { DATA_DIR: target, DATABASE_URL: `sqlite:${path.join(target, 'imgapi.db')}`, ...s3.env };
+          const bucket = new S3Storage(s3.storageConfig);
+          const squatted = object(1).key;
+          await bucket.put(squatted, Readable.from([Buffer.from("somebody else's")]));
+          await assert.rejects(restore(loadConfig(env), pristine), /the bucket already holds 1 of the backup's objects \(uploads\/file_/);
+          assert.deepEqual(await s3.listKeys(), [squatted], 'nothing uploaded');
+          assert.equal((await hashObject(bucket, squatted))?.sha256, sha256("somebody else's"), "the bucket's object untouched");
+          await bucket.delete(squatted);
+
+          fs.appendFileSync(path.join(copy, 'objects', manifest.objects.at(-1)!.key), 'x');
+          await assert.rejects(restore(loadConfig(env), copy), /does not match its checksum in the manifest/);
+          assert.deepEqual(await s3.listKeys(), [], 'nothing uploaded');
+          assert.ok(!fs.existsSync(path.join(target, 'imgapi.db')));
+
+          assert.deepEqual((await restore(loadConfig(env), pristine)).counts, manifest.counts);
+          assert.deepEqual((await s3.listKeys()).sort(), manifest.objects.map((o) => o.key).sort());
+          for (const entry of manifest.objects) assert.equal((await hashObject(bucket, entry.key))?.sha256, entry.sha256, entry.key);
+          bucket.close?.();
+        } finally {
+          await drop();
+          await s3.stop();
+        }
+      },
+    );
 
     it("puts the backup's signing key in place of one the empty target has, and keeps the target's when it refuses", async () => {
       const theirs = `${'c'.repeat(64)}\n`;

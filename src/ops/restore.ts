@@ -20,6 +20,7 @@ import Ajv, { type ErrorObject } from 'ajv';
 import { sql } from 'kysely';
 import type { Config } from '../config.js';
 import { migrate, openDatabase, type Database } from '../db/database.js';
+import { sha256Hex } from '../ids.js';
 import { countAllRows, countRows, holdsRows, readRows, TABLE_NAMES, upsertRows, type TableName } from '../db/dump.js';
 import { schemaState } from '../db/migrations.js';
 import { FILE_OBJECT_KEY, type ObjectStorage } from '../storage/storage.js';
@@ -195,8 +196,7 @@ function backupRoot(dir: string): string {
 /** The backup's manifest, checked whole: every field, every name, every sum that can be checked without reading the rest. */
 export async function readManifest(dir: string): Promise<BackupManifest> {
   const root = backupRoot(dir);
-  if (!fs.existsSync(path.join(root, MANIFEST)) && !isLink(path.join(root, MANIFEST)))
-    throw new OpsError(`${dir} holds no ${MANIFEST}: not a backup, or one that did not finish`);
+  if (!exists(path.join(root, MANIFEST))) throw new OpsError(`${dir} holds no ${MANIFEST}: not a backup, or one that did not finish`);
   const handle = await openEntry(root, MANIFEST);
   let parsed: unknown;
   try {
@@ -229,13 +229,8 @@ export async function readManifest(dir: string): Promise<BackupManifest> {
   return manifest;
 }
 
-const isLink = (file: string): boolean => {
-  try {
-    return fs.lstatSync(file).isSymbolicLink();
-  } catch {
-    return false;
-  }
-};
+/** Whether there is an entry at `file`, a link to nowhere included. */
+const exists = (file: string): boolean => fs.lstatSync(file, { throwIfNoEntry: false }) !== undefined;
 
 /** Copies a file of the backup to `to` (a new file), hashing it on the way; refuses one that differs from the manifest. */
 async function copyEntry(
@@ -289,7 +284,7 @@ class Placements {
 
   /** Moves whatever is at `to` into `aside` (put back if a later step fails), then places `from` there. */
   replace(from: string, to: string, aside: string): void {
-    if (fs.existsSync(to) || isLink(to)) {
+    if (exists(to)) {
       fs.renameSync(to, aside);
       this.undo.push(() => fs.renameSync(aside, to));
     }
@@ -460,11 +455,14 @@ export async function restore(config: Config, dir: string, log: OpsLog = () => {
       if (manifest.storage.kind === 'local' && storage) await upload(root, manifest.objects, storage, placed);
       else if (manifest.storage.kind === 'local' && config.storage.kind === 'local')
         for (const object of manifest.objects) placed.place(inside(stagedObjects, object.key), inside(config.storage.root, object.key));
-      if (manifest.files[SIGNING_KEY]) {
-        const there = path.join(config.dataDir, SIGNING_KEY);
-        const replacing = fs.existsSync(there) || isLink(there);
+      // The backup's signing key, over one the empty target has: it signed nothing restored,
+      // and the backed-up service's upload URLs must go on working (README, "Backups and upgrades").
+      const key = manifest.files[SIGNING_KEY];
+      const there = path.join(config.dataDir, SIGNING_KEY);
+      const present = fs.lstatSync(there, { throwIfNoEntry: false });
+      if (key && !(present?.isFile() && sha256Hex(fs.readFileSync(there)) === key.sha256)) {
         placed.replace(path.join(stage, SIGNING_KEY), there, path.join(stage, `replaced-${SIGNING_KEY}`));
-        if (replacing)
+        if (present)
           log(`${SIGNING_KEY}: the target's key was replaced by the backup's (the restored service signs upload URLs as the backed-up one did)`);
       }
     };

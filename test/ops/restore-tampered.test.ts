@@ -126,6 +126,7 @@ for (const dialect of DIALECTS) {
         prepare?.(target);
         const decoyBefore = tree(decoy);
         const targetBefore = tree(target);
+        const backupBefore = tree(copy);
         await assert.rejects(restore(loadConfig(env), copy), (err: Error) => {
           assert.ok(err instanceof OpsError, err.stack);
           assert.match(err.message, message);
@@ -134,11 +135,14 @@ for (const dialect of DIALECTS) {
         });
         assert.deepEqual(tree(decoy), decoyBefore, 'the decoy folder is untouched');
         assert.deepEqual(tree(target), targetBefore, 'the target is as it was');
+        assert.deepEqual(tree(copy), backupBefore, 'restore writes nothing into the backup');
         await assertEmptyDatabase(env);
 
         // The backup as made restores into that same target.
         fix?.(target);
+        const pristineBefore = tree(pristine);
         const report = await restore(loadConfig(env), pristine);
+        assert.deepEqual(tree(pristine), pristineBefore, 'restore writes nothing into the backup');
         assert.deepEqual(report.counts, manifest.counts);
         assert.equal(report.objects, manifest.objects.length);
         for (const object of manifest.objects) assert.equal(sha256(fs.readFileSync(path.join(target, 'objects', object.key))), object.sha256);

@@ -5,7 +5,8 @@
 // the target exactly as before (files, and no rows in the database), and that the untampered
 // backup then restores into that same target. On SQLite targets; on PostgreSQL too for the final
 // check, the signing key, and the undoing of a failure met after the rows were loaded (in one
-// transaction, rolled back).
+// transaction, rolled back). Into a bucket (a local backup uploaded), and from a backup whose
+// objects stay in S3 (checked there).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -381,3 +382,57 @@ for (const dialect of DIALECTS) {
 function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
+
+describe('restore of a backup whose objects are in S3 (SQLite target)', () => {
+  const scratch = tempDir('imgapi-restore-s3-');
+  after(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+  it('checks them in the bucket and writes nothing when one differs; refuses a local target', async () => {
+    const s3 = await startS3rver('imgapi-restore-s3');
+    const server = await startServer({ dialect: 'sqlite', workers: 0, env: s3.env });
+    const bucket = new S3Storage(s3.storageConfig);
+    try {
+      const client = new Client(server.url, await server.newKey());
+      for (const seed of [1, 2])
+        await client.uploadOk(
+          await sharp({ create: { width: 10 + seed, height: 10, channels: 3, background: '#336699' } })
+            .png()
+            .toBuffer(),
+          `${seed}.png`,
+        );
+      const dir = path.join(scratch, 'backup');
+      const made = await backup(server.config, dir);
+      assert.equal(made.storage.kind, 's3');
+      assert.equal(made.objects.length, 2);
+      const keys = await s3.listKeys();
+
+      const local = path.join(scratch, 'local');
+      await assert.rejects(
+        restore(loadConfig({ DATA_DIR: local }), dir),
+        /this backup's objects are in the S3 bucket imgapi-restore-s3: restore with STORAGE=s3/,
+      );
+      assert.ok(!fs.existsSync(local), 'nothing written');
+
+      const target = path.join(scratch, 'target');
+      const env = { DATA_DIR: target, DATABASE_URL: `sqlite:${path.join(target, 'imgapi.db')}`, ...s3.env };
+      const changed = made.objects[0]!.key;
+      const original: Buffer[] = [];
+      for await (const chunk of await bucket.get(changed)) original.push(chunk as Buffer);
+      await bucket.put(changed, Readable.from([Buffer.from('other bytes')]));
+      await assert.rejects(
+        restore(loadConfig(env), dir),
+        new RegExp(`the object "${escape(changed)}" in the bucket does not match its checksum in the manifest`),
+      );
+      assert.deepEqual(tree(target), {}, 'nothing left in the target');
+      assert.deepEqual(await s3.listKeys(), keys, 'nothing written to the bucket');
+
+      await bucket.put(changed, Readable.from(original));
+      assert.deepEqual((await restore(loadConfig(env), dir)).counts, made.counts);
+      assert.deepEqual(await s3.listKeys(), keys);
+    } finally {
+      bucket.close?.();
+      await server.close();
+      await s3.stop();
+    }
+  });
+});

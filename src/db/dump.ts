@@ -1,5 +1,5 @@
 // The whole database, table by table, for the operator's commands that move or keep all of it:
-// `imgapi backup` and `restore` (src/ops/backup.ts) and `imgapi copy-to` (src/ops/copy.ts).
+// `imgapi backup` and `restore` (src/ops/backup.ts, restore.ts) and `imgapi copy-to` (src/ops/copy.ts).
 // These copy rows verbatim, whatever module owns them, so they name tables through TABLES
 // instead of literals (test/architecture.test.ts lets this file do so).
 //

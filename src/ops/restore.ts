@@ -145,18 +145,22 @@ function kindProblem(stat: fs.Stats): string | undefined {
   return undefined;
 }
 
+/** Folders deeper than a backup makes (objects/outputs/task_…/0 is three down). */
+const MAX_DEPTH = 8;
+
 /** Refuses, naming it, the first entry of the backup that is not a directory or a file of its own. */
 function inspectTree(root: string): void {
-  const walk = (relative: string) => {
+  const walk = (relative: string, depth: number) => {
+    if (depth > MAX_DEPTH) throw new OpsError(`backup entry ${quote(relative)} is nested deeper than any backup's folders`);
     for (const entry of fs.readdirSync(path.join(root, relative))) {
       const name = relative ? `${relative}/${entry}` : entry;
       const stat = fs.lstatSync(path.join(root, name));
       const problem = kindProblem(stat);
       if (problem) throw notOwnFile(name, problem);
-      if (stat.isDirectory()) walk(name);
+      if (stat.isDirectory()) walk(name, depth + 1);
     }
   };
-  walk('');
+  walk('', 0);
 }
 
 /**

@@ -109,20 +109,14 @@ const quote = (value: unknown): string => {
   return text.length > 80 ? `${text.slice(0, 77)}…"` : text;
 };
 
-/** "/objects/3/key" as "objects[3].key". */
-const fieldName = (pointer: string): string =>
-  pointer
-    .split('/')
-    .slice(1)
-    .map((part) => part.replaceAll('~1', '/').replaceAll('~0', '~'))
-    .reduce((name, part) => (/^\d+$/.test(part) ? `${name}[${part}]` : name ? `${name}.${part}` : part), '');
-
+/** The error's place in the manifest, said ("objects[3].key" for "/objects/3/key"), and the value there. */
 function schemaProblem(error: ErrorObject, manifest: unknown): string {
-  const field = fieldName(error.instancePath);
-  const value = error.instancePath
+  const parts = error.instancePath
     .split('/')
     .slice(1)
-    .reduce<unknown>((at, part) => (at as Record<string, unknown> | undefined)?.[part.replaceAll('~1', '/').replaceAll('~0', '~')], manifest);
+    .map((part) => part.replaceAll('~1', '/').replaceAll('~0', '~'));
+  const field = parts.reduce((name, part) => (/^\d+$/.test(part) ? `${name}[${part}]` : name ? `${name}.${part}` : part), '');
+  const value = parts.reduce<unknown>((at, part) => (at as Record<string, unknown> | undefined)?.[part], manifest);
   const where = `${MANIFEST} ${field || 'top level'}`;
   if (error.keyword === 'additionalProperties')
     return `${where} has an unknown field ${quote((error.params as { additionalProperty: string }).additionalProperty)}`;

@@ -176,3 +176,14 @@ export async function holdsRows(database: Database): Promise<TableName | undefin
   for (const table of TABLE_NAMES) if (present.has(table) && (await countRows(database.db, table)) > 0) return table;
   return undefined;
 }
+
+/** SQLite's own check of a database file (`pragma quick_check`): "ok", or what it found wrong. */
+export async function sqliteQuickCheck(database: Database): Promise<string> {
+  const check = await sql<Record<string, string>>`pragma quick_check`.execute(database.db);
+  return check.rows.map((row) => Object.values(row)[0]).join('; ');
+}
+
+/** Folds a SQLite database's write-ahead log into its file, which then stands alone (to be moved). */
+export async function sqliteSingleFile(database: Database): Promise<void> {
+  await sql`pragma journal_mode = DELETE`.execute(database.db);
+}

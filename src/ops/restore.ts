@@ -17,11 +17,20 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Ajv, { type ErrorObject } from 'ajv';
-import { sql } from 'kysely';
 import type { Config } from '../config.js';
 import { migrate, openDatabase, type Database } from '../db/database.js';
 import { sha256Hex } from '../ids.js';
-import { countAllRows, countRows, holdsRows, readRows, TABLE_NAMES, upsertRows, type TableName } from '../db/dump.js';
+import {
+  countAllRows,
+  countRows,
+  holdsRows,
+  readRows,
+  sqliteQuickCheck,
+  sqliteSingleFile,
+  TABLE_NAMES,
+  upsertRows,
+  type TableName,
+} from '../db/dump.js';
 import { schemaState } from '../db/migrations.js';
 import { FILE_OBJECT_KEY, type ObjectStorage } from '../storage/storage.js';
 import { DATABASE_FILE, localKeys, MANIFEST, OBJECTS_DIR, SIGNING_KEY, type BackupManifest, type OpsLog } from './backup.js';
@@ -345,8 +354,7 @@ async function openSound(file: string): Promise<Database> {
   let snapshot: Database | undefined;
   try {
     snapshot = await openDatabase({ dialect: 'sqlite', file });
-    const check = await sql<Record<string, string>>`pragma quick_check`.execute(snapshot.db);
-    const verdict = check.rows.map((row) => Object.values(row)[0]).join('; ');
+    const verdict = await sqliteQuickCheck(snapshot);
     if (verdict !== 'ok') throw Object.assign(new Error(verdict), { code: 'SQLITE_CORRUPT' });
     return snapshot;
   } catch (err) {
@@ -470,7 +478,7 @@ export async function restore(config: Config, dir: string, log: OpsLog = () => {
       counts = await countAllRows(snapshot.db);
       if (target) await loadRows(snapshot, target, counts, placeFiles);
       // One file to move: the write-ahead log folded into it.
-      else await sql`pragma journal_mode = DELETE`.execute(snapshot.db);
+      else await sqliteSingleFile(snapshot);
     } finally {
       await snapshot.close();
     }

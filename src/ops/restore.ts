@@ -423,7 +423,7 @@ export interface RestoreReport {
 export async function restore(config: Config, dir: string, log: OpsLog = () => {}): Promise<RestoreReport> {
   const root = backupRoot(dir);
   inspectTree(root);
-  const manifest = await readManifest(root);
+  const manifest = await readManifest(dir);
   const target = await openEmptyTarget(config, manifest);
   const storage = config.storage.kind === 's3' ? openStorage(config.storage) : undefined;
   const staging: string[] = [];

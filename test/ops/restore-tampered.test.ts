@@ -291,7 +291,7 @@ for (const dialect of DIALECTS) {
       }, /backup entry imgapi\.db is not a sound SQLite database \(SQLITE_\w+\)/);
     });
 
-    early('refuses unknown fields, another version, a missing field and a manifest that is not JSON', async () => {
+    early('refuses unknown fields, another version, a missing field, a manifest that is not JSON and none at all', async () => {
       await refused((_dir, m) => ({ ...m, extra: true }), /manifest\.json top level has an unknown field "extra"/);
       await refused((_dir, m) => {
         (m.objects[1] as unknown as Record<string, unknown>).path = '../decoy/secret';
@@ -307,6 +307,7 @@ for (const dialect of DIALECTS) {
         return m;
       }, /manifest\.json top level lacks the field "counts"/);
       await refused((dir) => fs.writeFileSync(path.join(dir, 'manifest.json'), '{"format": "imgapi-backup", '), /manifest\.json is not JSON/);
+      await refused((dir) => fs.rmSync(path.join(dir, 'manifest.json')), /backup holds no manifest\.json: not a backup, or one that did not finish/);
     });
 
     it('undoes what it placed when a later step fails: the target is left exactly as it was', async () => {

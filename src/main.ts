@@ -16,7 +16,8 @@ import { iso } from './clock.js';
 
 const OPS_USAGE = `  backup DIR                      a consistent copy of a running SQLite install: the database and
                                   the objects (with S3, their checksums) and manifest.json
-  restore DIR                     a backup into an empty DATA_DIR / database, checking every checksum
+  restore DIR                     a backup into an empty DATA_DIR / database, all or nothing: every
+                                  name, link and checksum checked before anything is in place
   copy-to --database URL [--storage s3://BUCKET?endpoint=URL&region=R&path-style=true]
                                   every table and object to another database (and S3 bucket),
                                   checked; run it again to resume; the source is only read`;

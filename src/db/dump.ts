@@ -1,5 +1,5 @@
 // The whole database, table by table, for the operator's commands that move or keep all of it:
-// `imgapi backup` and `restore` (src/ops/backup.ts) and `imgapi copy-to` (src/ops/copy.ts).
+// `imgapi backup` and `restore` (src/ops/backup.ts, restore.ts) and `imgapi copy-to` (src/ops/copy.ts).
 // These copy rows verbatim, whatever module owns them, so they name tables through TABLES
 // instead of literals (test/architecture.test.ts lets this file do so).
 //
@@ -175,4 +175,15 @@ export async function holdsRows(database: Database): Promise<TableName | undefin
   const present = new Set((await database.db.introspection.getTables()).map((t) => t.name));
   for (const table of TABLE_NAMES) if (present.has(table) && (await countRows(database.db, table)) > 0) return table;
   return undefined;
+}
+
+/** SQLite's own check of a database file (`pragma quick_check`): "ok", or what it found wrong. */
+export async function sqliteQuickCheck(database: Database): Promise<string> {
+  const check = await sql<Record<string, string>>`pragma quick_check`.execute(database.db);
+  return check.rows.map((row) => Object.values(row)[0]).join('; ');
+}
+
+/** Folds a SQLite database's write-ahead log into its file, which then stands alone (to be moved). */
+export async function sqliteSingleFile(database: Database): Promise<void> {
+  await sql`pragma journal_mode = DELETE`.execute(database.db);
 }

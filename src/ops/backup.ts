@@ -11,21 +11,21 @@
 //
 // PostgreSQL is backed up with pg_dump (README, "Backups and upgrades"): `backup` refuses it.
 //
-// Restore goes into an empty target only: no rows in the database, no objects in DATA_DIR. It
-// checks every checksum of the backup before writing anything, and the counts after.
+// `imgapi restore` (src/ops/restore.ts) reads this format and trusts none of it.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config.js';
-import { migrate, openDatabase, type Database } from '../db/database.js';
-import { backupSqliteFile, countAllRows, holdsRows, readRows, TABLE_NAMES, upsertRows, type TableName } from '../db/dump.js';
+import { openDatabase } from '../db/database.js';
+import { backupSqliteFile, countAllRows, type TableName } from '../db/dump.js';
 import { schemaState } from '../db/migrations.js';
 import { LocalStorage } from '../storage/local.js';
 import { copyObject, eachLimited, hashFile, hashObject, OpsError, openStorage, referencedObjects, type ObjectEntry } from './objects.js';
 
 export const MANIFEST = 'manifest.json';
-const DATABASE_FILE = 'imgapi.db';
-const OBJECTS_DIR = 'objects';
-const SIGNING_KEY = 'upload-signing.key';
+export const DATABASE_FILE = 'imgapi.db';
+/** Where a backup keeps its objects (local storage); restore reads them from here, whatever the manifest says. */
+export const OBJECTS_DIR = 'objects';
+export const SIGNING_KEY = 'upload-signing.key';
 /** Snapshots taken before giving up on objects that keep disappearing. */
 const ROUNDS = 3;
 
@@ -52,7 +52,7 @@ export interface OpsLog {
 const isEmptyDir = (dir: string): boolean => !fs.existsSync(dir) || fs.readdirSync(dir).length === 0;
 
 /** Every object under a local storage root (its .tmp excepted), as keys. */
-function localKeys(root: string): string[] {
+export function localKeys(root: string): string[] {
   const keys: string[] = [];
   const walk = (dir: string, prefix: string) => {
     if (!fs.existsSync(dir)) return;
@@ -162,139 +162,6 @@ export async function backup(config: Config, dir: string, log: OpsLog = () => {}
       fs.renameSync(path.join(dir, `${MANIFEST}.tmp`), path.join(dir, MANIFEST));
       log(`backup complete: ${objects.length} objects, ${bytes} bytes, in ${dir}`);
       return manifest;
-    }
-  } finally {
-    storage.close?.();
-  }
-}
-
-export function readManifest(dir: string): BackupManifest {
-  const file = path.join(dir, MANIFEST);
-  if (!fs.existsSync(file)) throw new OpsError(`${dir} holds no ${MANIFEST}: not a backup, or one that did not finish`);
-  const manifest = JSON.parse(fs.readFileSync(file, 'utf8')) as BackupManifest;
-  if (manifest.format !== 'imgapi-backup' || manifest.version !== 1)
-    throw new OpsError(`${file} is not an imgapi backup manifest this version reads`);
-  return manifest;
-}
-
-export interface RestoreReport {
-  counts: Record<TableName, number>;
-  objects: number;
-  bytes: number;
-}
-
-/**
- * Restores a backup into the configured database and storage, which must be empty (with S3
- * storage, the bucket must hold the backup's objects: they are checked, not copied).
- */
-export async function restore(config: Config, dir: string, log: OpsLog = () => {}): Promise<RestoreReport> {
-  const manifest = readManifest(dir);
-  fs.mkdirSync(config.dataDir, { recursive: true });
-  const storage = openStorage(config.storage);
-  try {
-    // The target must be empty.
-    let target: Database | undefined;
-    if (config.database.dialect === 'sqlite') {
-      if (fs.existsSync(config.database.file) && fs.statSync(config.database.file).size > 0)
-        throw new OpsError(`${config.database.file} exists: restore needs an empty target (move it aside, or point DATABASE_URL elsewhere)`);
-    } else {
-      target = await openDatabase(config.database);
-      const table = await holdsRows(target);
-      if (table) {
-        await target.close();
-        throw new OpsError(`the target database is not empty (table ${table} has rows): restore needs an empty database`);
-      }
-    }
-    try {
-      if (config.storage.kind === 'local') {
-        const present = localKeys(config.storage.root);
-        if (present.length > 0)
-          throw new OpsError(`${config.storage.root} holds ${present.length} object(s): restore needs an empty DATA_DIR (move them aside)`);
-      }
-      if (manifest.storage.kind === 's3' && config.storage.kind !== 's3')
-        throw new OpsError(
-          `this backup's objects are in the S3 bucket ${manifest.storage.bucket}: restore with STORAGE=s3 and that bucket (or a copy of it)`,
-        );
-
-      // 1. The backup itself: every checksum, before anything is written.
-      const databaseFile = path.join(dir, manifest.database.file);
-      const sum = await hashFile(databaseFile);
-      if (sum.sha256 !== manifest.database.sha256)
-        throw new OpsError(`${databaseFile} does not match its checksum in the manifest: the backup is damaged`);
-      for (const [name, expected] of Object.entries(manifest.files))
-        if ((await hashFile(path.join(dir, name))).sha256 !== expected.sha256)
-          throw new OpsError(`${name} does not match its checksum: the backup is damaged`);
-      const from = manifest.storage.kind === 'local' ? new LocalStorage(path.join(dir, manifest.storage.directory)) : storage;
-      const bad: string[] = [];
-      let done = 0;
-      await eachLimited(manifest.objects, 8, async (object) => {
-        const found = await hashObject(from, object.key);
-        if (!found || found.sha256 !== object.sha256 || found.size !== object.size) bad.push(object.key);
-        if (++done % 500 === 0) log(`checked ${done}/${manifest.objects.length} objects`);
-      });
-      if (bad.length > 0)
-        throw new OpsError(
-          `${bad.length} object(s) are missing or do not match their checksum (${bad.slice(0, 5).join(', ')}${bad.length > 5 ? ', …' : ''}): the backup is damaged`,
-        );
-      if (manifest.storage.kind === 'local') fs.rmSync(path.join(dir, manifest.storage.directory, '.tmp'), { recursive: true, force: true });
-      log(`backup checked: database and ${manifest.objects.length} objects match the manifest`);
-
-      // 2. Objects (local backups), checked again as they land.
-      if (manifest.storage.kind === 'local') {
-        await eachLimited(manifest.objects, 8, async (object) => {
-          const copied = await copyObject(from, storage, object.key);
-          if (!copied || copied.sha256 !== object.sha256) throw new OpsError(`${object.key} changed while it was restored`);
-        });
-      }
-      for (const name of Object.keys(manifest.files)) {
-        const there = path.join(config.dataDir, name);
-        if (!fs.existsSync(there)) {
-          fs.copyFileSync(path.join(dir, name), there);
-          fs.chmodSync(there, 0o600);
-        }
-      }
-
-      // 3. The database, last: until it is there, the target serves nothing.
-      let counts: Record<TableName, number>;
-      if (config.database.dialect === 'sqlite') {
-        fs.mkdirSync(path.dirname(config.database.file), { recursive: true });
-        const tmp = `${config.database.file}.restoring`;
-        fs.copyFileSync(databaseFile, tmp);
-        fs.renameSync(tmp, config.database.file);
-        const restored = await openDatabase(config.database);
-        try {
-          counts = await countAllRows(restored.db);
-        } finally {
-          await restored.close();
-        }
-      } else {
-        // Into PostgreSQL: the snapshot brought to this version's schema, then its rows copied.
-        const work = fs.mkdtempSync(path.join(config.dataDir, '.restore-'));
-        try {
-          fs.copyFileSync(databaseFile, path.join(work, DATABASE_FILE));
-          const snapshot = await openDatabase({ dialect: 'sqlite', file: path.join(work, DATABASE_FILE) });
-          try {
-            await migrate(snapshot);
-            await migrate(target!);
-            for (const table of TABLE_NAMES) for await (const rows of readRows(snapshot.db, table)) await upsertRows(target!.db, table, rows);
-            counts = await countAllRows(target!.db);
-          } finally {
-            await snapshot.close();
-          }
-        } finally {
-          fs.rmSync(work, { recursive: true, force: true });
-        }
-      }
-      const wrong = (Object.keys(manifest.counts) as TableName[]).filter((t) => manifest.counts[t] !== counts[t]);
-      if (wrong.length > 0)
-        throw new OpsError(
-          `restored row counts differ from the manifest: ${wrong.map((t) => `${t} ${counts[t]} (manifest ${manifest.counts[t]})`).join(', ')}`,
-        );
-      const bytes = manifest.objects.reduce((s, o) => s + o.size, 0);
-      log(`restored ${Object.values(counts).reduce((a, b) => a + b, 0)} rows and ${manifest.objects.length} objects (${bytes} bytes)`);
-      return { counts, objects: manifest.objects.length, bytes };
-    } finally {
-      await target?.close();
     }
   } finally {
     storage.close?.();

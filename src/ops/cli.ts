@@ -1,9 +1,10 @@
 // The operator's commands that take the whole service: backup, restore, copy-to. They read the
 // same environment as the server (DATA_DIR, DATABASE_URL, STORAGE and the S3 variables).
 import { parseArgs } from 'node:util';
-import { loadConfig, type Config } from '../config.js';
+import { ConfigError, loadConfig, type Config } from '../config.js';
 import { openDatabase } from '../db/database.js';
-import { backup, restore } from './backup.js';
+import { backup } from './backup.js';
+import { restore } from './restore.js';
 import { copyTo, type CopyProgress } from './copy.js';
 import { OpsError, openStorage } from './objects.js';
 
@@ -88,8 +89,14 @@ export async function opsCommand(command: 'backup' | 'restore' | 'copy-to', args
       await source.database.close();
     }
   } catch (err) {
-    if (!(err instanceof OpsError)) throw err;
-    process.stderr.write(`imgapi ${command}: ${err.message}\n`);
+    // The configuration's errors are main's to say (exit 78); any other failure is one line, no stack.
+    if (err instanceof ConfigError) throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    const message =
+      err instanceof OpsError
+        ? err.message
+        : `failed: ${(err as Error).message ?? String(err)}${code && !String((err as Error).message).includes(code) ? ` (${code})` : ''}`;
+    process.stderr.write(`imgapi ${command}: ${message.split('\n')[0]}\n`);
     return 1;
   }
 }

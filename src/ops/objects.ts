@@ -2,7 +2,7 @@
 // open from a configuration, the objects a database refers to, and hashing copies.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { Transform, Writable, type TransformCallback } from 'node:stream';
+import { Transform, Writable, type Readable, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { StorageConfig } from '../config.js';
 import { readRows, type Row } from '../db/dump.js';
@@ -73,8 +73,13 @@ export async function copyObject(from: ObjectStorage, to: ObjectStorage, key: st
 }
 
 export async function hashFile(file: string): Promise<{ size: number; sha256: string }> {
+  return hashStream(fs.createReadStream(file));
+}
+
+/** The size and SHA-256 of a stream's bytes, written to `into` on the way when given. */
+export async function hashStream(body: Readable, into: Writable = discard()): Promise<{ size: number; sha256: string }> {
   const digest = new Digest();
-  await pipeline(fs.createReadStream(file), digest, discard());
+  await pipeline(body, digest, into);
   return { size: digest.size, sha256: digest.hash.digest('hex') };
 }
 

@@ -80,5 +80,11 @@ export async function deleteTaskOutputs(storage: ObjectStorage, taskId: string):
   for (; await storage.head(outputKey(taskId, index)); index++) await storage.delete(outputKey(taskId, index));
   return index;
 }
+/**
+ * The keys this service writes a file's bytes under (uploadKey, outputKey and incomingKey over
+ * ids from newId): the only keys a backup may name, so a tampered one cannot reach elsewhere.
+ */
+export const FILE_OBJECT_KEY =
+  /^(?:uploads\/file_[A-Za-z0-9_-]{1,64}|outputs\/task_[A-Za-z0-9_-]{1,64}\/(?:0|[1-9][0-9]{0,5})|incoming\/upl_[A-Za-z0-9_-]{1,64})$/;
 /** A file's preview `side` px across (src/imaging/preview.ts); deleted with the file. */
 export const previewKey = (fileId: string, side: number): string => `previews/${fileId}/${side}`;

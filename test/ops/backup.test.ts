@@ -12,7 +12,8 @@ import { Client, DIALECTS, freshDatabase, startServer, tempDir, type TestServer 
 import { serveOn, listAll } from './serve.js';
 import { loadConfig } from '../../src/config.js';
 import { createAccount, createApiKey } from '../../src/accounts/accounts.js';
-import { backup, readManifest, restore } from '../../src/ops/backup.js';
+import { backup } from '../../src/ops/backup.js';
+import { readManifest, restore } from '../../src/ops/restore.js';
 import { hashFile, OpsError } from '../../src/ops/objects.js';
 
 const PASSWORD = 'a-long-enough-password';
@@ -76,7 +77,7 @@ describe('backup and restore (SQLite, local storage)', () => {
     );
 
     // The manifest describes what is in the directory.
-    assert.deepEqual(readManifest(dir), manifest);
+    assert.deepEqual(await readManifest(dir), manifest);
     assert.equal(manifest.database.sha256, (await hashFile(path.join(dir, 'imgapi.db'))).sha256);
     assert.equal(manifest.counts.accounts, accounts.length);
     assert.ok(manifest.counts.files >= 6 && manifest.objects.length === manifest.counts.files, `${manifest.counts.files} files`);

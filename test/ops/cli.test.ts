@@ -1,5 +1,5 @@
 // The operator's commands as a shell runs them (src/main.ts through tsx, so no build is needed):
-// exit codes and messages of backup, restore and copy-to, and a database newer than the code
+// exit codes and messages of backup, restore (a tampered backup too) and copy-to, and a database newer than the code
 // stopping `imgapi migrate` with exit 78 and a sentence saying why.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -49,6 +49,19 @@ describe('imgapi backup, restore, copy-to, migrate (command line)', () => {
     const second = await imgapi(['restore', path.join(dir, 'backup')], restored);
     assert.equal(second.code, 1);
     assert.match(second.stderr, /^imgapi restore: .*restore needs an empty target/m);
+
+    // A tampered backup: one line naming the entry, exit 1, no stack trace, nothing restored.
+    const tampered = path.join(dir, 'tampered');
+    fs.cpSync(path.join(dir, 'backup'), tampered, { recursive: true });
+    fs.rmSync(path.join(tampered, 'objects'), { recursive: true, force: true });
+    fs.symlinkSync(dir, path.join(tampered, 'objects'));
+    const refused = await imgapi(['restore', tampered], { DATA_DIR: path.join(dir, 'refused') });
+    assert.equal(refused.code, 1);
+    assert.equal(
+      refused.stderr,
+      'imgapi restore: backup entry "objects" is a symbolic link: a backup holds only regular files and directories, and restore follows no links\n',
+    );
+    assert.ok(!fs.existsSync(path.join(dir, 'refused', 'imgapi.db')));
 
     const pg = await imgapi(['backup', path.join(dir, 'pg')], { ...env, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
     assert.equal(pg.code, 1);

@@ -130,7 +130,7 @@ export async function startHostileApi(): Promise<HostileApi> {
         return req.socket.end(Buffer.concat([Buffer.from(head, 'latin1'), bytes]));
       }
       if (route === 'GET /api/webhooks') return send(res, 200, { success: true, data: api.webhooks });
-      if (/^GET \/api\/webhooks\/[^/]+\/deliveries$/.test(url.pathname)) return send(res, 200, { success: true, data: api.deliveries });
+      if (/^GET \/api\/webhooks\/[^/]+\/deliveries$/.test(route)) return send(res, 200, { success: true, data: api.deliveries });
       send(res, 404, { success: false, error: { code: 'NOT_FOUND', message: `${route} is not faked` } });
     });
   });

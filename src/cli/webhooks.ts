@@ -3,6 +3,7 @@
 import type { Imgapi } from '../../sdk/node.js';
 import { connect, retryLine, UsageError, type ClientIo, type CommonOptions } from './common.js';
 import { table } from './progress.js';
+import { json } from './terminal.js';
 
 export const WEBHOOKS_USAGE = `  webhooks list                   the account's endpoints
   webhooks create <url> [--events task.completed,…] [--description text]
@@ -37,7 +38,7 @@ function exactly(positionals: string[], count: number, usage: string): string[] 
   return positionals;
 }
 
-const print = (io: ClientIo, value: unknown) => io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+const print = (io: ClientIo, value: unknown) => io.stdout.write(`${json(value)}\n`);
 
 export async function webhooksCommand(options: CommonOptions, io: ClientIo): Promise<number> {
   const [sub, ...rest] = options.rest;

@@ -326,8 +326,10 @@ class Run {
     for (const [index, fileId] of outputs.entries()) {
       // A one-slide deck's single image is in the slides' format, not the ZIP's.
       const format = task.outputFileIds?.length ? task.result?.imageFormat : task.result?.format;
-      // Several outputs keep the service's names, made safe and kept inside the folder by the SDK.
-      const destination = outputs.length === 1 ? this.target(entry.files[0], format) : this.outputDir;
+      // Named here, never by the server: several outputs (slides) as the service names them, `-slide-<n>`.
+      const slide = task.result?.slides?.[index];
+      const suffix = outputs.length === 1 ? '' : `-slide-${Number.isSafeInteger(slide) && slide! > 0 ? slide : index + 1}`;
+      const destination = this.target(entry.files[0], format, suffix);
       const saved = await this.client.download(fileId, destination, {
         overwrite: this.overwrite,
         onProgress: ({ loaded, total }) => entry.row.update('downloading', (index + (total ? loaded / total : 0)) / outputs.length),
@@ -340,12 +342,12 @@ class Run {
   }
 
   /**
-   * `<dir>/<input's name>.<output's extension>`; `<name>-<kind>.<extension>` where that is an input.
-   * The extension is the format table's for the format the task names, `.bin` for one it does not know:
-   * the server's word never becomes part of a path as it is.
+   * `<dir>/<input's name><suffix>.<output's extension>`; `<name>-<kind>…` where that is an input.
+   * The extension is the format table's for the format the task names, `.bin` for one it does not
+   * know: nothing the server says becomes part of a path as it is.
    */
-  private target(input: InputFile | undefined, format: string | undefined): string {
-    const stem = (input && this.stems.get(input)) ?? 'output';
+  private target(input: InputFile | undefined, format: string | undefined, suffix: string): string {
+    const stem = `${(input && this.stems.get(input)) ?? 'output'}${suffix}`;
     const extension = format !== undefined && isFormat(format) ? extensionOf(format) : 'bin';
     let candidate = path.join(this.outputDir, `${stem}.${extension}`);
     for (let n = 1; this.inputs.has(candidate); n++)

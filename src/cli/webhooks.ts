@@ -3,7 +3,7 @@
 import type { Imgapi } from '../../sdk/node.js';
 import { connect, retryLine, UsageError, type ClientIo, type CommonOptions } from './common.js';
 import { table } from './progress.js';
-import { json } from './terminal.js';
+import { json, printable } from './terminal.js';
 
 export const WEBHOOKS_USAGE = `  webhooks list                   the account's endpoints
   webhooks create <url> [--events task.completed,…] [--description text]
@@ -72,7 +72,10 @@ export async function webhooksCommand(options: CommonOptions, io: ClientIo): Pro
         ...(values.has('description') ? { description: values.get('description')! } : {}),
       });
       if (options.json) print(io, created);
-      else io.stdout.write(`${created.webhookId} ${created.url} (${created.events.join(', ')})\nsecret (shown once, keep it): ${created.secret}\n`);
+      else
+        io.stdout.write(
+          `${printable(`${created.webhookId} ${created.url} (${created.events.join(', ')})`)}\nsecret (shown once, keep it): ${printable(created.secret)}\n`,
+        );
       return 0;
     }
     case 'delete': {

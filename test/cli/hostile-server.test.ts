@@ -127,7 +127,7 @@ describe('imgapi client commands against a hostile server', () => {
     assert.deepEqual(filesUnder(root), ['here', ...['.bashrc', 'bashrc', 'existing.txt'].map((name) => path.join('here', name))], 'nothing beside');
   });
 
-  it('run: result.format is checked against the formats table (unknown → .bin); several outputs keep safe names; --overwrite', async () => {
+  it('run: result.format is checked against the formats table (unknown → .bin); several outputs are named by the client; --overwrite', async () => {
     const root = path.join(sandbox, 'run');
     const out = path.join(root, 'out');
     fs.mkdirSync(root);
@@ -144,13 +144,20 @@ describe('imgapi client commands against a hostile server', () => {
     ];
     const inputs = formats.map((_, i) => `in${i}.jpg`);
     formats.forEach(([format], i) => api.tasks.set(inputs[i]!, { result: { format } }));
-    // A deck's slides: several outputs, each under the server's name made safe.
-    inputs.push('deck.jpg');
-    api.tasks.set('deck.jpg', { outputFileIds: ['file_slide1', 'file_slide2'], result: { format: 'zip', imageFormat: '../x' } });
+    // A deck's slides: several outputs, named by the client from the input and the slide numbers.
+    inputs.push('deck.jpg', 'deck2.jpg');
+    api.tasks.set('deck.jpg', {
+      outputFileIds: ['file_slide1', 'file_slide2'],
+      result: { format: 'zip', imageFormat: 'webp', slides: [3, '../../x'] },
+    });
+    api.tasks.set('deck2.jpg', { outputFileIds: ['file_slide1', 'file_slide2'], result: { format: 'zip', imageFormat: '../x', slides: [1, 2] } });
     api.downloads.set('file_slide1', { disposition: "attachment; filename*=UTF-8''..%2F..%2Fslide-1.png" });
     api.downloads.set('file_slide2', { disposition: "attachment; filename*=UTF-8''%1B%5B2J.slide-2.png" });
     for (const input of inputs) fs.writeFileSync(path.join(root, input), 'jpeg');
-    const expected = [...formats.map(([, extension], i) => `in${i}.${extension}`), 'slide-1.png', 'slide-2.png'].sort();
+    const expected = [
+      ...formats.map(([, extension], i) => `in${i}.${extension}`),
+      ...['deck-slide-3.webp', 'deck-slide-2.webp', 'deck2-slide-1.bin', 'deck2-slide-2.bin'],
+    ].sort();
 
     const args = ['run', 'convert', ...inputs.map((input) => path.join(root, input)), '-o', out];
     const first = await imgapi(args);

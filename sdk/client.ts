@@ -4,6 +4,7 @@
 // streams) are added by ./node.ts on the same base.
 import createClient, { type Client } from 'openapi-fetch';
 import { ImgapiError } from './errors.js';
+import { safeFileName } from './file-names.js';
 import type { paths } from './openapi.js';
 import { Transport, type RetryEvent, type RetryOptions } from './transport.js';
 import {
@@ -86,11 +87,16 @@ export interface WaitOptions {
 export interface DownloadOptions {
   onProgress?: (progress: Progress) => void;
   signal?: AbortSignal;
+  /** Node, a path destination: replace a file of that name (by default ImgapiError FILE_EXISTS). */
+  overwrite?: boolean;
 }
 
 export interface DownloadResult {
   fileId: string;
-  /** The name the service gives the file (Content-Disposition). */
+  /**
+   * The name the service gives the file (Content-Disposition), reduced to one safe file name:
+   * no path, no leading dot, no control or bidi characters (see safeFileName).
+   */
   filename: string;
   contentType: string;
   size: number;
@@ -108,6 +114,8 @@ export interface FileRef {
 export interface RunOptions<Destination> extends WaitOptions {
   /** Where the output goes (see download()); by default it is answered as a Blob. */
   destination?: Destination;
+  /** Replace an existing file at a path destination (see download()). */
+  overwrite?: boolean;
   /** Upload progress of each input, with its position in the inputs. */
   onUploadProgress?: (progress: Progress & { index: number }) => void;
   onDownloadProgress?: (progress: Progress) => void;
@@ -156,7 +164,12 @@ export abstract class ImgapiBase<Source, Destination> {
   /** The bytes and name of `source`. */
   protected abstract open(source: Source, options: UploadOptions): Promise<OpenedSource>;
   /** Writes a download's bytes to `destination`, or answers them as a Blob without one. */
-  protected abstract save(body: ReadableStream<Uint8Array>, destination: Destination | undefined, file: DownloadResult): Promise<DownloadResult>;
+  protected abstract save(
+    body: ReadableStream<Uint8Array>,
+    destination: Destination | undefined,
+    file: DownloadResult,
+    options: DownloadOptions,
+  ): Promise<DownloadResult>;
 
   /**
    * An upload's request body. Here FormData, which fetch serialises itself (no progress until it
@@ -299,21 +312,25 @@ export abstract class ImgapiBase<Source, Destination> {
     }
   }
 
-  /** A file's bytes: written to `destination`, or answered as `blob` without one. */
+  /**
+   * A file's bytes: written to `destination`, or answered as `blob` without one. A path that
+   * exists is not replaced unless `overwrite` (ImgapiError FILE_EXISTS).
+   */
   async download(fileId: string, destination?: Destination, options: DownloadOptions = {}): Promise<DownloadResult> {
     const response = await this.transport.send(() => this.request('GET', `/api/download/${encodeURIComponent(fileId)}`, { signal: options.signal }));
     if (!response.ok) throw await ImgapiError.fromResponse(response);
     const size = Number(response.headers.get('content-length') ?? NaN);
     const file: DownloadResult = {
       fileId,
-      filename: filenameOf(response.headers.get('content-disposition')) ?? fileId,
+      // The server's word, never a path: one safe name, whatever the header says.
+      filename: safeFileName(filenameOf(response.headers.get('content-disposition')), fileId),
       contentType: response.headers.get('content-type') ?? 'application/octet-stream',
       size: Number.isFinite(size) ? size : 0,
     };
     const body = response.body ?? new Blob([]).stream();
     const report = progressReporter(Number.isFinite(size) ? size : undefined, options.onProgress);
     report(0);
-    const saved = await this.save(body.pipeThrough(countBytes(report)), destination, file);
+    const saved = await this.save(body.pipeThrough(countBytes(report)), destination, file, options);
     report(saved.size);
     return saved;
   }
@@ -349,6 +366,7 @@ export abstract class ImgapiBase<Source, Destination> {
     const output = await this.download(task.outputFileId, runOptions.destination, {
       signal: runOptions.signal,
       onProgress: runOptions.onDownloadProgress,
+      overwrite: runOptions.overwrite,
     });
     return { inputs, task, output };
   }

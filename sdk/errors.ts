@@ -11,7 +11,9 @@ export type ClientErrorCode =
   /** An error status whose body is not the API's error envelope (a proxy's page, say). */
   | 'UNEXPECTED_RESPONSE'
   /** `run()`: the task was canceled. */
-  | 'TASK_CANCELED';
+  | 'TASK_CANCELED'
+  /** `download()` to a path: a file of that name exists and `overwrite` was not asked (`details.path`). */
+  | 'FILE_EXISTS';
 
 /**
  * What `ImgapiError.code` can be: the codes the OpenAPI document lists for the API's operations,

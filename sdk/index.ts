@@ -19,6 +19,7 @@ export type {
   WaitOptions,
 } from './client.js';
 export { DEFAULT_DIRECT_UPLOAD_THRESHOLD, ImgapiBase, taskFailure } from './client.js';
+export { safeFileName, withoutControlCharacters } from './file-names.js';
 export * from './types.js';
 export type { components, operations, paths } from './openapi.js';
 

@@ -1,5 +1,6 @@
 // @imgapi/sdk/node — the client for Node ≥ 20: uploads from a path, a Buffer or a stream, with
-// progress as the bytes are sent, and downloads written to a file (atomically) or a stream.
+// progress as the bytes are sent, and downloads written to a file (atomically, never replacing
+// one unless asked) or a stream.
 //
 //   const imgapi = new Imgapi({ baseUrl: process.env.IMGAPI_URL!, apiKey: process.env.IMGAPI_KEY });
 //   await imgapi.run('resize', 'photo.jpg', { width: 800, format: 'webp' }, { destination: 'out/' });
@@ -9,15 +10,19 @@ import os from 'node:os';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { countBytes, ImgapiBase, type DownloadResult, type OpenedSource, type UploadOptions } from './client.js';
+import { countBytes, ImgapiBase, type DownloadOptions, type DownloadResult, type OpenedSource, type UploadOptions } from './client.js';
 import { nameOf, toBlob, type BrowserSource } from './index.js';
+import { pathInFolder, writeFile } from './save-file.js';
 
 export * from './index.js';
 export { verifyWebhook, WebhookSignatureError, type VerifyWebhookOptions, type WebhookEvent } from './webhooks.js';
 
 /** A path, a Buffer or bytes, a Blob, or a stream (a Node Readable or a web ReadableStream). */
 export type NodeSource = string | BrowserSource | NodeJS.ReadableStream | ReadableStream<Uint8Array>;
-/** A path (a directory keeps the service's file name), a Node Writable or a web WritableStream. */
+/**
+ * A path (a directory: the file keeps the service's name, made safe and kept inside it), a Node
+ * Writable or a web WritableStream.
+ */
 export type NodeDestination = string | NodeJS.WritableStream | WritableStream<Uint8Array>;
 
 export class Imgapi extends ImgapiBase<NodeSource, NodeDestination> {
@@ -58,7 +63,12 @@ export class Imgapi extends ImgapiBase<NodeSource, NodeDestination> {
     return blob.stream().pipeThrough(countBytes(onBytes));
   }
 
-  protected async save(body: ReadableStream<Uint8Array>, destination: NodeDestination | undefined, file: DownloadResult): Promise<DownloadResult> {
+  protected async save(
+    body: ReadableStream<Uint8Array>,
+    destination: NodeDestination | undefined,
+    file: DownloadResult,
+    options: DownloadOptions,
+  ): Promise<DownloadResult> {
     if (destination === undefined) {
       const blob = await new Response(body).blob();
       return { ...file, size: blob.size, blob: new Blob([blob], { type: file.contentType }) };
@@ -71,19 +81,9 @@ export class Imgapi extends ImgapiBase<NodeSource, NodeDestination> {
       await pipeline(Readable.fromWeb(body as import('node:stream/web').ReadableStream<Uint8Array>), destination);
       return file;
     }
-    const target = (await isDirectory(destination)) ? path.join(destination, path.basename(file.filename)) : destination;
-    await fs.promises.mkdir(path.dirname(target), { recursive: true });
-    // Written beside the target and renamed into place: a failed download leaves no half file.
-    const partial = `${target}.${crypto.randomBytes(6).toString('hex')}.part`;
-    try {
-      await pipeline(Readable.fromWeb(body as import('node:stream/web').ReadableStream<Uint8Array>), fs.createWriteStream(partial));
-      const { size } = await fs.promises.stat(partial);
-      await fs.promises.rename(partial, target);
-      return { ...file, size, path: target };
-    } catch (err) {
-      await fs.promises.rm(partial, { force: true });
-      throw err;
-    }
+    const target = (await isDirectory(destination)) ? pathInFolder(destination, file.filename) : destination;
+    const size = await writeFile(Readable.fromWeb(body as import('node:stream/web').ReadableStream<Uint8Array>), target, options);
+    return { ...file, size, path: target };
   }
 }
 

@@ -16,6 +16,7 @@ import {
 } from './common.js';
 import { formatBytes } from './progress.js';
 import { runCommand } from './run.js';
+import { json, printable, Terminal, type OutputStream } from './terminal.js';
 import { webhooksCommand, WEBHOOKS_USAGE } from './webhooks.js';
 
 export const CLIENT_USAGE = `Client commands (talk to a running service):
@@ -32,13 +33,16 @@ export const CLIENT_USAGE = `Client commands (talk to a running service):
   upload <files or globs…>        prints "<fileId><TAB><file>" for each file stored, in order
   task <taskId> [--wait]          prints the task as JSON; --wait: once it has finished
   download <fileId> [-o <file or dir>]
-                                  writes the file (default: the current directory, under its name)
+                                  writes the file (default: the current directory, under the
+                                  service's name for it, made a safe file name)
 ${WEBHOOKS_USAGE}
 
   --url URL          the service (default: $IMGAPI_URL, else http://localhost:3000)
   --key KEY          the API key (default: $IMGAPI_KEY)
   --concurrency N    files in flight at once (default 4)
   --no-batch         run: one job per file even where a batch would do
+  --overwrite        run, download: replace files that exist (without it an existing file
+                     is a failure of that file, never replaced; an input is never replaced)
   --json             print the outcome as JSON on stdout, no progress
 
   Exit status: 0 all done, 1 something failed, 2 usage error.`;
@@ -53,8 +57,9 @@ const VALUE_FLAGS = new Map<string, 'url' | 'key' | 'concurrency' | 'output'>([
   ['--output', 'output'],
   ['-o', 'output'],
 ]);
-const BOOLEAN_FLAGS = new Map<string, 'json' | 'wait' | 'noBatch' | 'help'>([
+const BOOLEAN_FLAGS = new Map<string, 'json' | 'wait' | 'noBatch' | 'overwrite' | 'help'>([
   ['--json', 'json'],
+  ['--overwrite', 'overwrite'],
   ['--wait', 'wait'],
   ['--no-batch', 'noBatch'],
   ['--help', 'help'],
@@ -63,7 +68,7 @@ const BOOLEAN_FLAGS = new Map<string, 'json' | 'wait' | 'noBatch' | 'help'>([
 
 export function parseCommon(args: string[], env: NodeJS.ProcessEnv): CommonOptions {
   const values: Partial<Record<'url' | 'key' | 'concurrency' | 'output', string>> = {};
-  const booleans = { json: false, wait: false, noBatch: false, help: false };
+  const booleans = { json: false, wait: false, noBatch: false, overwrite: false, help: false };
   const rest: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
@@ -92,6 +97,7 @@ export function parseCommon(args: string[], env: NodeJS.ProcessEnv): CommonOptio
     key: values.key ?? env.IMGAPI_KEY,
     concurrency,
     output: values.output,
+    overwrite: booleans.overwrite,
     json: booleans.json,
     wait: booleans.wait,
     batch: !booleans.noBatch,
@@ -104,8 +110,13 @@ export function parseCommon(args: string[], env: NodeJS.ProcessEnv): CommonOptio
 export async function clientCommand(
   command: string,
   args: string[],
-  io: ClientIo = { stdout: process.stdout, stderr: process.stderr, env: process.env },
+  streams: { stdout: OutputStream; stderr: OutputStream; env: NodeJS.ProcessEnv } = {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+  },
 ): Promise<number> {
+  const io: ClientIo = { stdout: new Terminal(streams.stdout), stderr: new Terminal(streams.stderr), env: streams.env };
   try {
     const options = parseCommon(args, io.env);
     if (options.help) {
@@ -133,7 +144,7 @@ export async function clientCommand(
     }
     // Whatever stopped the command as a whole (the service unreachable, a refused key).
     const { code, message } = describeError(err);
-    io.stderr.write(`imgapi: ${code}: ${message}\n`);
+    io.stderr.write(`imgapi: ${printable(`${code}: ${message}`)}\n`);
     return 1;
   }
 }
@@ -168,9 +179,9 @@ async function uploadCommand(options: CommonOptions, io: ClientIo): Promise<numb
   });
   board.close();
   const failed = outcomes.filter((outcome) => outcome.status === 'failed');
-  if (options.json) io.stdout.write(`${JSON.stringify({ ok: failed.length === 0, files: outcomes }, null, 2)}\n`);
+  if (options.json) io.stdout.write(`${json({ ok: failed.length === 0, files: outcomes })}\n`);
   // In the order the files were named, so that a script can pair them.
-  else for (const outcome of outcomes) if (outcome.fileId) io.stdout.write(`${outcome.fileId}\t${outcome.file}\n`);
+  else for (const outcome of outcomes) if (outcome.fileId) io.stdout.write(`${printable(outcome.fileId)}\t${outcome.file}\n`);
   return failed.length ? 1 : 0;
 }
 
@@ -179,7 +190,7 @@ async function taskCommand(options: CommonOptions, io: ClientIo): Promise<number
   const client = connect(options, options.json ? undefined : (event) => io.stderr.write(`${retryLine(event)}\n`));
   try {
     const task = options.wait ? await client.wait(taskId) : await client.task(taskId);
-    io.stdout.write(`${JSON.stringify(task, null, 2)}\n`);
+    io.stdout.write(`${json(task)}\n`);
     if (!options.wait || task.status === 'completed') return 0;
     throw taskFailure(task);
   } catch (err) {
@@ -195,11 +206,13 @@ async function downloadCommand(options: CommonOptions, io: ClientIo): Promise<nu
   const row = board.add(fileId);
   row.update('downloading');
   try {
+    // Into a folder the file takes the service's name, made safe (sdk/file-names.ts).
     const saved = await client.download(fileId, options.output ?? '.', {
+      overwrite: options.overwrite,
       onProgress: ({ loaded, total }) => row.update('downloading', total ? loaded / total : 0),
     });
     board.close();
-    io.stdout.write(options.json ? `${JSON.stringify(saved, null, 2)}\n` : `${saved.path}\n`);
+    io.stdout.write(options.json ? `${json(saved)}\n` : `${printable(saved.path ?? '')}\n`);
     return 0;
   } catch (err) {
     board.close();

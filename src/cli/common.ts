@@ -5,12 +5,14 @@ import path from 'node:path';
 import { glob, isDynamicPattern } from 'tinyglobby';
 import { Imgapi, ImgapiError, type RetryEvent } from '../../sdk/node.js';
 import { Board } from './progress.js';
+import { printable, type Terminal } from './terminal.js';
 
 export class UsageError extends Error {}
 
+/** Where a command writes: each stream a Terminal (nothing the server sent reaches it raw). */
 export interface ClientIo {
-  stdout: NodeJS.WriteStream;
-  stderr: NodeJS.WriteStream;
+  stdout: Terminal;
+  stderr: Terminal;
   env: NodeJS.ProcessEnv;
 }
 
@@ -20,6 +22,8 @@ export interface CommonOptions {
   key: string | undefined;
   concurrency: number;
   output: string | undefined;
+  /** Replace files that exist (by default an existing file is a failure, never replaced). */
+  overwrite: boolean;
   json: boolean;
   wait: boolean;
   batch: boolean;
@@ -39,11 +43,16 @@ export function connect(options: CommonOptions, onRetry?: (event: RetryEvent) =>
 }
 
 export const retryLine = (event: RetryEvent): string =>
-  `retrying ${event.method} ${new URL(event.url).pathname} in ${(event.delayMs / 1000).toFixed(1)} s (${event.code ?? event.status ?? describeError(event.error).message})`;
+  printable(
+    `retrying ${event.method} ${new URL(event.url).pathname} in ${(event.delayMs / 1000).toFixed(1)} s (${event.code ?? event.status ?? describeError(event.error).message})`,
+  );
 
 /** A failure's code and message: the API's, a file system's (ENOENT…), or ERROR. */
 export function describeError(err: unknown): { code: string; message: string; requestId?: string } {
-  if (err instanceof ImgapiError) return { code: err.code, message: err.message, ...(err.requestId ? { requestId: err.requestId } : {}) };
+  if (err instanceof ImgapiError) {
+    const message = err.code === 'FILE_EXISTS' ? `${err.message} (--overwrite replaces it)` : err.message;
+    return { code: err.code, message, ...(err.requestId ? { requestId: err.requestId } : {}) };
+  }
   const code = (err as { code?: unknown } | undefined)?.code;
   return { code: typeof code === 'string' ? code : 'ERROR', message: err instanceof Error ? err.message : String(err) };
 }
@@ -97,6 +106,6 @@ export function boardFor(options: CommonOptions, io: ClientIo): Board {
   return new Board(io.stderr, options.json ? 'silent' : io.stderr.isTTY ? 'tty' : 'plain');
 }
 
-/** A failure line: the file, the code and the message (and the request id to quote). */
+/** A failure line: the file, the code and the message (and the request id to quote), on one line. */
 export const failureLine = (name: string, error: { code: string; message: string; requestId?: string }): string =>
-  `${name}: failed: ${error.code}: ${error.message}${error.requestId ? ` (request ${error.requestId})` : ''}`;
+  printable(`${name}: failed: ${error.code}: ${error.message}${error.requestId ? ` (request ${error.requestId})` : ''}`);

@@ -1,6 +1,8 @@
 // What the client commands show while they work. On a terminal: a bar per file in flight and
 // one for the whole run, redrawn in place, with a line printed for each file as it ends. Not on
 // a terminal: only those lines. With --json: nothing (the result is printed at the end).
+// Labels, lines and cells are made printable() here: they carry the server's words.
+import { printable, type Terminal } from './terminal.js';
 
 /** `uploaded`: stored, its task not followed yet; `queued`: its task is followed and waits for a worker. */
 export type Phase = 'waiting' | 'uploading' | 'uploaded' | 'queued' | 'processing' | 'downloading' | 'done' | 'failed';
@@ -30,10 +32,14 @@ export class Row {
   /** Progress within the phase, 0–1. */
   part = 0;
 
+  readonly label: string;
+
   constructor(
-    readonly label: string,
+    label: string,
     private readonly board: Board,
-  ) {}
+  ) {
+    this.label = printable(label);
+  }
 
   update(phase: Phase, part = 0): void {
     this.phase = phase;
@@ -64,7 +70,7 @@ export class Board {
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly stream: NodeJS.WriteStream,
+    private readonly stream: Terminal,
     readonly mode: BoardMode,
   ) {}
 
@@ -78,10 +84,10 @@ export class Board {
   print(line: string): void {
     if (this.mode === 'silent') return;
     if (this.mode === 'plain') {
-      this.stream.write(`${line}\n`);
+      this.stream.write(`${printable(line)}\n`);
       return;
     }
-    this.redraw([line]);
+    this.redraw([printable(line)]);
   }
 
   changed(): void {
@@ -97,7 +103,7 @@ export class Board {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     if (this.mode !== 'tty') return;
-    this.stream.write(this.eraseLive());
+    this.stream.control(this.eraseLive());
     this.drawn = 0;
   }
 
@@ -112,7 +118,8 @@ export class Board {
     const room = Math.max(1, (this.stream.rows ?? 24) - 2);
     const live = this.rows.filter((row) => ACTIVE.includes(row.phase)).slice(0, room);
     const lines = [...live.map((row) => rowLine(row, width)), ...(this.rows.length > 1 || live.length === 0 ? [this.overallLine(width)] : [])];
-    this.stream.write(this.eraseLive() + printed.map((line) => `${line}\n`).join('') + lines.map((line) => `${line}\n`).join(''));
+    // Our own escape sequences around printable text: the printed lines and the rows' labels are.
+    this.stream.control(this.eraseLive() + printed.map((line) => `${line}\n`).join('') + lines.map((line) => `${line}\n`).join(''));
     this.drawn = lines.length;
   }
 
@@ -164,7 +171,8 @@ export function formatDuration(ms: number): string {
 }
 
 /** Columns padded to their widest cell; numbers (`align` "right") line up on the right. */
-export function table(header: string[], rows: string[][], align: Array<'left' | 'right'>): string {
+export function table(header: string[], cells: string[][], align: Array<'left' | 'right'>): string {
+  const rows = cells.map((row) => row.map(printable));
   const widths = header.map((cell, i) => Math.max(cell.length, ...rows.map((row) => row[i]?.length ?? 0)));
   const line = (cells: string[]) =>
     cells

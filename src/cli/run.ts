@@ -19,8 +19,9 @@ import {
   type InputFile,
 } from './common.js';
 import { isFlag, kindsOf, optionName, optionValue, OptionError, stepValue, type KindInfo } from './job-options.js';
-import { extensionOf } from '../imaging/formats.js';
+import { extensionOf, isFormat } from '../imaging/formats.js';
 import { formatBytes, formatDuration, table, type Board, type Row } from './progress.js';
+import { json } from './terminal.js';
 
 export interface Outcome {
   /** The input as named (for a several-input kind: all of them, joined by ", "). */
@@ -53,7 +54,7 @@ export async function runCommand(options: CommonOptions, io: ClientIo): Promise<
   const files = await expandInputs(patterns);
   fs.mkdirSync(options.output, { recursive: true });
 
-  const run = new Run(client, board, info, jobOptions, path.resolve(options.output), files, options.concurrency);
+  const run = new Run(client, board, info, jobOptions, path.resolve(options.output), files, options.concurrency, options.overwrite);
   let outcomes: Outcome[];
   if (info.multiInput) outcomes = [await run.together()];
   else {
@@ -71,8 +72,7 @@ export async function runCommand(options: CommonOptions, io: ClientIo): Promise<
     bytesAfter: sum(outcomes.map((o) => o.bytesAfter)),
     ms: Date.now() - run.started,
   };
-  if (options.json)
-    io.stdout.write(`${JSON.stringify({ ok: failed === 0, kind: info.kind, outputDir: options.output, files: outcomes, totals }, null, 2)}\n`);
+  if (options.json) io.stdout.write(`${json({ ok: failed === 0, kind: info.kind, outputDir: options.output, files: outcomes, totals })}\n`);
   else io.stdout.write(`${summary(outcomes, totals)}\n`);
   return failed ? 1 : 0;
 }
@@ -191,6 +191,7 @@ class Run {
     private readonly outputDir: string,
     private readonly files: InputFile[],
     private readonly concurrency: number,
+    private readonly overwrite: boolean,
   ) {
     this.inputs = new Set(files.map((file) => file.path));
     const used = new Set<string>();
@@ -325,8 +326,12 @@ class Run {
     for (const [index, fileId] of outputs.entries()) {
       // A one-slide deck's single image is in the slides' format, not the ZIP's.
       const format = task.outputFileIds?.length ? task.result?.imageFormat : task.result?.format;
-      const destination = outputs.length === 1 ? this.target(entry.files[0], format ?? 'bin') : this.outputDir;
+      // Named here, never by the server: several outputs (slides) as the service names them, `-slide-<n>`.
+      const slide = task.result?.slides?.[index];
+      const suffix = outputs.length === 1 ? '' : `-slide-${Number.isSafeInteger(slide) && slide! > 0 ? slide : index + 1}`;
+      const destination = this.target(entry.files[0], format, suffix);
       const saved = await this.client.download(fileId, destination, {
+        overwrite: this.overwrite,
         onProgress: ({ loaded, total }) => entry.row.update('downloading', (index + (total ? loaded / total : 0)) / outputs.length),
       });
       entry.outcome.outputs.push(path.relative(process.cwd(), saved.path ?? destination) || '.');
@@ -336,10 +341,14 @@ class Run {
     entry.row.finish('done', doneLine(entry.name, entry.outcome));
   }
 
-  /** `<dir>/<input's name>.<output's extension>`; `<name>-<kind>.<extension>` where that is an input. */
-  private target(input: InputFile | undefined, format: string): string {
-    const stem = (input && this.stems.get(input)) ?? 'output';
-    const extension = extensionOf(format);
+  /**
+   * `<dir>/<input's name><suffix>.<output's extension>`; `<name>-<kind>…` where that is an input.
+   * The extension is the format table's for the format the task names, `.bin` for one it does not
+   * know: nothing the server says becomes part of a path as it is.
+   */
+  private target(input: InputFile | undefined, format: string | undefined, suffix: string): string {
+    const stem = `${(input && this.stems.get(input)) ?? 'output'}${suffix}`;
+    const extension = format !== undefined && isFormat(format) ? extensionOf(format) : 'bin';
     let candidate = path.join(this.outputDir, `${stem}.${extension}`);
     for (let n = 1; this.inputs.has(candidate); n++)
       candidate = path.join(this.outputDir, `${stem}-${this.info.kind}${n > 1 ? `-${n}` : ''}.${extension}`);

@@ -3,6 +3,7 @@
 import type { Imgapi } from '../../sdk/node.js';
 import { connect, retryLine, UsageError, type ClientIo, type CommonOptions } from './common.js';
 import { table } from './progress.js';
+import { json, printable } from './terminal.js';
 
 export const WEBHOOKS_USAGE = `  webhooks list                   the account's endpoints
   webhooks create <url> [--events task.completed,…] [--description text]
@@ -37,7 +38,7 @@ function exactly(positionals: string[], count: number, usage: string): string[] 
   return positionals;
 }
 
-const print = (io: ClientIo, value: unknown) => io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+const print = (io: ClientIo, value: unknown) => io.stdout.write(`${json(value)}\n`);
 
 export async function webhooksCommand(options: CommonOptions, io: ClientIo): Promise<number> {
   const [sub, ...rest] = options.rest;
@@ -71,7 +72,10 @@ export async function webhooksCommand(options: CommonOptions, io: ClientIo): Pro
         ...(values.has('description') ? { description: values.get('description')! } : {}),
       });
       if (options.json) print(io, created);
-      else io.stdout.write(`${created.webhookId} ${created.url} (${created.events.join(', ')})\nsecret (shown once, keep it): ${created.secret}\n`);
+      else
+        io.stdout.write(
+          `${printable(`${created.webhookId} ${created.url} (${created.events.join(', ')})`)}\nsecret (shown once, keep it): ${printable(created.secret)}\n`,
+        );
       return 0;
     }
     case 'delete': {

@@ -295,6 +295,8 @@ export const OUTPUT_FORMATS: readonly OutputFormat[] = formatsWhere<OutputFormat
 export const MEDIA_TYPES: readonly string[] = definitions.flatMap(([, d]) => [d.mime, ...(d.otherMimes ?? [])]);
 
 const definition = (format: string): FormatDefinition | undefined => (FORMATS as Record<string, FormatDefinition>)[format];
+/** Whether `value` is a row of the table (the CLI checks a task's `result.format` so). */
+export const isFormat = (value: string): value is Format => Object.hasOwn(FORMATS, value);
 
 /** Which kinds read the format: the image kinds, presentation-to-images, or none. */
 export const inputOf = (format: string): FormatDefinition['input'] => definition(format)?.input ?? null;

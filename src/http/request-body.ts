@@ -46,13 +46,15 @@ function hasBody(request: FastifyRequest): boolean {
 export const bodyReceived = (request: FastifyRequest): boolean => !hasBody(request) || request.raw.complete;
 
 /**
- * True when a body reader's failure needs no answer: the body timed out and was answered 408
- * already, or the client went away before sending it whole (nobody is left to answer).
+ * True when a request needs no answer: the body timed out and was answered 408 already, or the
+ * client went away (before sending its body whole, or after: nobody is left to answer). A
+ * client that half-closes after its body is still there (`httpAllowHalfOpen` in app.ts).
  */
 export function bodyAbandoned(request: FastifyRequest, reply: FastifyReply): boolean {
   if (reply.sent) return true;
-  if (!request.raw.destroyed || request.raw.complete) return false;
-  request.log.info('the client went away before its request body was complete');
+  const gone = (request.raw.destroyed && !request.raw.complete) || request.raw.socket?.destroyed !== false;
+  if (!gone) return false;
+  request.log.info('the client went away before it was answered');
   return true;
 }
 
@@ -60,14 +62,64 @@ export function registerBodyTimeouts(app: FastifyInstance, limits: BodyTimeouts)
   app.addHook('onRequest', async (request, reply) => {
     if (hasBody(request)) watchBody(request, reply, limits);
   });
-  // Answered before the body arrived whole (a refusal, a timeout): the rest is not read, and the
-  // connection closes after the answer instead of reading on. Node detaches an answered request
-  // from its connection, so that closing would not end the request for whatever still reads
-  // it (an upload's write, a parser): end it then, as a client's disconnect does.
+  // Answered before the body arrived whole (a refusal, a timeout).
   app.addHook('onSend', async (request, reply) => {
     if (bodyReceived(request)) return;
+    if (bodyUntouched(request)) {
+      lingerAfterAnswer(request, reply);
+      return;
+    }
+    // A reader took part of the body and may still hold it (an upload's write, a parser): the
+    // rest is not read, and the connection closes after the answer. Node detaches an answered
+    // request from its connection, so that closing would not end the request for its reader:
+    // end it then, as a client's disconnect does.
     reply.header('connection', 'close');
     request.raw.socket?.once('close', () => request.raw.destroy());
+  });
+}
+
+/**
+ * Bounds on reading and discarding the rest of a body refused before anything read it (the
+ * "lingering close" of nginx and Apache). Closing a connection with unread bytes makes the
+ * kernel reset it, and a client still sending (Node's fetch, curl) then loses the answer: reading
+ * on lets it read the refusal. A few MiB is seconds of a slow upload and costs no storage; past
+ * either bound the connection is cut, so a client that sends forever holds nothing for long.
+ */
+const LINGER_BYTES = 8 * 1024 * 1024;
+const LINGER_MS = 3_000;
+
+/** Nothing has read the body yet: no parser ran, no handler took it (a refusal in a hook). */
+const bodyUntouched = (request: FastifyRequest): boolean => request.raw.readableFlowing === null && !request.raw.readableDidRead;
+
+/**
+ * Answers on a connection that stays open while the body's rest is read and discarded (up to
+ * LINGER_BYTES and LINGER_MS): a body that then ends leaves a connection fit for the next
+ * request; one past either bound is cut. Fastify's parsers mark their refusals
+ * `Connection: close`, which would make Node close at once: the header goes.
+ */
+function lingerAfterAnswer(request: FastifyRequest, reply: FastifyReply): void {
+  reply.removeHeader('connection');
+  const raw = request.raw;
+  const socket = raw.socket;
+  reply.raw.once('finish', () => {
+    if (raw.complete || socket.destroyed) return;
+    let discarded = 0;
+    const cut = () => {
+      if (raw.complete) return;
+      request.log.info({ discarded }, 'cut off the rest of a refused request body');
+      socket.destroy();
+    };
+    const timer = setTimeout(cut, LINGER_MS).unref();
+    const done = () => clearTimeout(timer);
+    raw.once('end', done);
+    socket.once('close', done);
+    // Added after Node's own handler for an answered request, which removes 'data' listeners
+    // and resumes the body to discard it.
+    raw.on('data', (chunk: Buffer) => {
+      discarded += chunk.length;
+      if (discarded > LINGER_BYTES) cut();
+    });
+    raw.resume();
   });
 }
 

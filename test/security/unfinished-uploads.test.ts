@@ -113,6 +113,44 @@ function parseResponse(text: string): { status: number; headers: Record<string, 
   return { status: Number(statusLine!.split(' ')[1]), headers, body: JSON.parse(text.slice(end + 4)) };
 }
 
+/** The first whole response on a raw connection (headers and a Content-Length body), once it has arrived. */
+async function responseOn(raw: RawConnection): Promise<ReturnType<typeof parseResponse>> {
+  let closed = false;
+  void raw.closed.then(() => (closed = true));
+  const whole = () => {
+    const text = raw.received();
+    const end = text.indexOf('\r\n\r\n');
+    const length = end < 0 ? null : /\r\ncontent-length: (\d+)/i.exec(text.slice(0, end));
+    return length !== null && text.length >= end + 4 + Number(length[1]);
+  };
+  await waitFor('a whole response', 15_000, () => {
+    if (!whole() && closed) throw new Error(`the connection closed before a whole response: ${JSON.stringify(raw.received().slice(0, 300))}`);
+    return whole();
+  });
+  return parseResponse(raw.received());
+}
+
+/**
+ * Writes `head`, then `bodyBytes` of filler, reading nothing meanwhile (a client busy sending its
+ * body, as fetch is, reads the answer only after); then reads again. Stops early when the
+ * connection closes.
+ */
+async function sendBeforeReading(raw: RawConnection, head: string, bodyBytes: number): Promise<void> {
+  raw.socket.pause();
+  raw.socket.write(head);
+  const chunk = Buffer.alloc(64 * 1024, 0x61);
+  for (let sent = 0; sent < bodyBytes && raw.socket.writable; sent += chunk.length) {
+    if (!raw.socket.write(chunk.subarray(0, Math.min(chunk.length, bodyBytes - sent)))) {
+      await Promise.race([once(raw.socket, 'drain').catch(() => {}), raw.closed]);
+    }
+  }
+  raw.socket.resume();
+}
+
+const uploadHead = (key: string, contentLength: number) =>
+  `POST /api/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${key}\r\n` +
+  `Content-Type: multipart/form-data; boundary=${BOUNDARY}\r\nContent-Length: ${contentLength}\r\n\r\n`;
+
 /** The bytes of a multipart upload of `data`, in the pieces a cut falls between. */
 function multipartUpload(key: string, data: Buffer, filename = 'photo.jpg') {
   const partHead = Buffer.from(
@@ -198,6 +236,8 @@ for (const dialect of DIALECTS) {
         dialect,
         workers: 0,
         env: { BODY_STALL_SECONDS: String(STALL_SECONDS), REQUEST_TIMEOUT_SECONDS: String(REQUEST_TIMEOUT_SECONDS) },
+        // Max is the rate-limited plan here: one request a second (the 429 below).
+        plans: { max: { requestsPerSecond: 1 } },
       });
       key = await server.newKey('pro');
       client = new Client(server.url, key);
@@ -227,6 +267,12 @@ for (const dialect of DIALECTS) {
         how: 'half-close',
       },
       { where: 'just before the closing boundary', bytes: (u) => Buffer.concat([u.head, u.partHead, u.data]), storing: true, how: 'reset' },
+      {
+        where: 'just before the closing boundary (half-close)',
+        bytes: (u) => Buffer.concat([u.head, u.partHead, u.data]),
+        storing: true,
+        how: 'half-close',
+      },
       // The part is over (its delimiter arrived); the body is not: still no upload.
       {
         where: 'inside the closing boundary',
@@ -248,6 +294,80 @@ for (const dialect of DIALECTS) {
         await assertNothingLeft(server, client, before, raw.socket.localPort);
       });
     }
+
+    it('a client that half-closes once it has sent the whole body is answered 201, five times of five', async () => {
+      const before = await baseline(client);
+      const fileIds: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const u = upload();
+        const raw = await connect(port);
+        raw.socket.end(Buffer.concat([u.head, u.partHead, u.data, u.tail]));
+        await raw.closed; // the server closes after its answer
+        const response = parseResponse(raw.received());
+        assert.equal(response.status, 201, raw.received().slice(0, 300));
+        fileIds.push(response.body.data.fileId);
+      }
+      const listed = (await client.get('/api/files')).body.data.files.map((file: { fileId: string }) => file.fileId);
+      assert.deepEqual([...listed].sort(), [...fileIds].sort());
+      assert.equal(await usedStorage(client), before.used + 5 * JPEG.length);
+      for (const fileId of fileIds) assert.equal((await client.request('DELETE', `/api/files/${fileId}`)).status, 204);
+    });
+
+    it('a refusal before the body is read reaches a client still sending it: 401, 403 PLAN_NO_API_ACCESS, 413, 429', async () => {
+      const before = await baseline(client);
+      const freeKey = await server.newKey('free');
+      const MiB = 1024 * 1024;
+      const refusals = [
+        { what: 'an unknown key', head: uploadHead('imgapi_not_a_key', 4 * MiB), send: 4 * MiB, status: 401, code: 'API_KEY_INVALID' },
+        { what: 'a Free key', head: uploadHead(freeKey, 4 * MiB), send: 4 * MiB, status: 403, code: 'PLAN_NO_API_ACCESS' },
+        // Declared past Pro's 100 MiB: refused on its Content-Length; the client sends on regardless.
+        { what: 'an upload declared too large', head: uploadHead(key, 200 * MiB), send: 4 * MiB, status: 413, code: 'FILE_TOO_LARGE' },
+        {
+          what: 'a JSON body declared past 1 MiB',
+          head: `POST /api/process/convert HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${key}\r\nContent-Type: application/json\r\nContent-Length: ${4 * MiB}\r\n\r\n`,
+          send: 4 * MiB,
+          status: 413,
+          code: 'PAYLOAD_TOO_LARGE',
+        },
+      ];
+      for (const refusal of refusals) {
+        const raw = await connect(port);
+        await sendBeforeReading(raw, refusal.head, refusal.send);
+        const response = await responseOn(raw);
+        assert.equal(response.status, refusal.status, refusal.what);
+        assert.equal(response.body.error.code, refusal.code, refusal.what);
+        assert.equal(response.body.error.requestId, response.headers['x-request-id'], refusal.what);
+        raw.socket.destroy();
+      }
+      // 429: three uploads at once on one request a second; the windows they fall in admit at most two.
+      const limitedKey = await server.newKey('max');
+      const racing = await Promise.all([1, 2, 3].map(() => connect(port)));
+      await Promise.all(racing.map((raw) => sendBeforeReading(raw, uploadHead(limitedKey, 4 * MiB), 4 * MiB)));
+      const answers = await Promise.all(racing.map((raw) => responseOn(raw).catch(() => undefined)));
+      const limited = answers.filter((answer) => answer?.status === 429);
+      assert.ok(limited.length >= 1, JSON.stringify(answers.map((answer) => answer?.status)));
+      for (const answer of limited) {
+        assert.equal(answer!.body.error.code, 'RATE_LIMITED');
+        assert.ok(answer!.headers['retry-after']);
+      }
+      for (const raw of racing) raw.socket.destroy();
+      await assertNothingLeft(server, client, before);
+    });
+
+    it('a client that sends on forever after a refusal reads it, and its connection is cut after a bounded rest', async () => {
+      const raw = await connect(port);
+      raw.socket.write(uploadHead('imgapi_not_a_key', 1024 ** 4));
+      const chunk = Buffer.alloc(64 * 1024, 0x61);
+      let open = true;
+      void raw.closed.then(() => (open = false));
+      while (open) {
+        if (raw.socket.write(chunk)) await new Promise((resolve) => setImmediate(resolve));
+        else await Promise.race([once(raw.socket, 'drain').catch(() => {}), raw.closed]);
+      }
+      const response = parseResponse(raw.received());
+      assert.equal(response.status, 401);
+      assert.equal(response.body.error.code, 'API_KEY_INVALID');
+    });
 
     it("a direct upload's PUT cut in the middle leaves nothing but its reservation", async () => {
       const presigned = await presign(server, client, 'big.jpg');

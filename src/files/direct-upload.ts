@@ -158,6 +158,10 @@ export class DirectUploads {
     if (!upload) throw notFound('Upload');
     if (upload.status === 'expired') throw new AppError('UPLOAD_URL_EXPIRED', 'The upload has expired', { expiredAt: iso(upload.url_expires_at) });
     if (upload.status === 'confirmed') throw alreadyConfirmed(upload.file_id);
+    // A client gone (or a body timed out) while the upload was looked up: its request has closed
+    // already, so the listeners below would never hear of it and the write would wait for ever
+    // on an empty temporary file.
+    if (request.destroyed) throw sizeMismatch(size, 0, 'the connection closed');
     const meter = new ExactSize(size);
     // pipe() does not pass on the source's failure: a client that goes away mid-body ends the
     // write with an error instead of leaving it waiting.

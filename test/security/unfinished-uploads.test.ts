@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,6 +26,8 @@ const BOUNDARY = 'unfinished-upload-boundary';
 /** Stall window and request time limit of the servers under test, in seconds. */
 const STALL_SECONDS = 1;
 const REQUEST_TIMEOUT_SECONDS = 3;
+/** Pro's file limit in the servers under test. */
+const OVERSIZE_LIMIT = 2 * 1024 * 1024;
 
 // What the process holds ---------------------------------------------------------------------
 
@@ -236,8 +239,9 @@ for (const dialect of DIALECTS) {
         dialect,
         workers: 0,
         env: { BODY_STALL_SECONDS: String(STALL_SECONDS), REQUEST_TIMEOUT_SECONDS: String(REQUEST_TIMEOUT_SECONDS) },
-        // Max is the rate-limited plan here: one request a second (the 429 below).
-        plans: { max: { requestsPerSecond: 1 } },
+        // Max is the rate-limited plan here: one request a second (the 429 below). Pro takes files
+        // of up to 2 MiB, so an oversize body is quick to send.
+        plans: { max: { requestsPerSecond: 1 }, pro: { maxFileBytes: OVERSIZE_LIMIT } },
       });
       key = await server.newKey('pro');
       client = new Client(server.url, key);
@@ -320,7 +324,7 @@ for (const dialect of DIALECTS) {
       const refusals = [
         { what: 'an unknown key', head: uploadHead('imgapi_not_a_key', 4 * MiB), send: 4 * MiB, status: 401, code: 'API_KEY_INVALID' },
         { what: 'a Free key', head: uploadHead(freeKey, 4 * MiB), send: 4 * MiB, status: 403, code: 'PLAN_NO_API_ACCESS' },
-        // Declared past Pro's 100 MiB: refused on its Content-Length; the client sends on regardless.
+        // Declared past Pro's file limit: refused on its Content-Length; the client sends on regardless.
         { what: 'an upload declared too large', head: uploadHead(key, 200 * MiB), send: 4 * MiB, status: 413, code: 'FILE_TOO_LARGE' },
         {
           what: 'a JSON body declared past 1 MiB',
@@ -367,6 +371,92 @@ for (const dialect of DIALECTS) {
       const response = parseResponse(raw.received());
       assert.equal(response.status, 401);
       assert.equal(response.body.error.code, 'API_KEY_INVALID');
+    });
+
+    it('oversize, aborted and stalled uploads and PUTs all at once leave the temporary and incoming directories empty', async () => {
+      const u = upload();
+      const oversize = Buffer.alloc(OVERSIZE_LIMIT + 512 * 1024, 0x5a);
+      /** A chunk of a chunked body (no Content-Length: the size is only known as it streams). */
+      const chunked = (data: Buffer) => Buffer.concat([Buffer.from(`${data.length.toString(16)}\r\n`), data, Buffer.from('\r\n')]);
+      const chunkedUploadHead = Buffer.from(
+        `POST /api/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${key}\r\n` +
+          `Content-Type: multipart/form-data; boundary=${BOUNDARY}\r\nTransfer-Encoding: chunked\r\n\r\n`,
+      );
+      // The direct uploads are presigned first: their reservations are in the baseline.
+      const urls = await Promise.all(Array.from({ length: 9 }, async () => new URL((await presign(server, client, 'mix.jpg')).url)));
+      const putHead = (chunkedBody: boolean) => {
+        const url = urls.pop()!;
+        const length = chunkedBody ? 'Transfer-Encoding: chunked' : `Content-Length: ${JPEG.length}`;
+        return Buffer.from(`PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: 127.0.0.1\r\n${length}\r\n\r\n`);
+      };
+      const before = await baseline(client);
+      /** Writes `pieces` one after another (a client sending on regardless of any answer), then ends as `how` says. */
+      const play = async (pieces: Buffer[], how: 'wait' | 'abort' | 'stall') => {
+        const raw = await connect(port);
+        for (const piece of pieces) {
+          if (!raw.socket.writable) break;
+          if (!raw.socket.write(piece)) await Promise.race([once(raw.socket, 'drain').catch(() => {}), raw.closed]);
+        }
+        if (how === 'abort') {
+          await waitFor('the body to reach storage', 5000, () => filesUnder(objects).length > 0 || !raw.socket.writable);
+          raw.socket.destroy();
+        }
+        await raw.closed; // 'wait' and 'stall': the server answers (413, 400, 408) and closes
+      };
+      const oversizeParts = [
+        u.partHead,
+        ...Array.from({ length: 10 }, (_, i) => oversize.subarray((i * oversize.length) / 10, ((i + 1) * oversize.length) / 10)),
+      ];
+      const players = [];
+      for (let i = 0; i < 3; i++) {
+        // Oversize without Content-Length: refused 413 mid-stream.
+        players.push(play([chunkedUploadHead, ...oversizeParts.map(chunked), Buffer.from('0\r\n\r\n')], 'wait'));
+        // Cut mid-body, and cut while oversize.
+        players.push(play([u.head, u.partHead, u.data.subarray(0, u.data.length >> 1)], 'abort'));
+        players.push(play([chunkedUploadHead, ...oversizeParts.slice(0, 6).map(chunked)], 'abort'));
+        // Stalled: 408 after BODY_STALL_SECONDS.
+        players.push(play([u.head, u.partHead, u.data.subarray(0, 1000)], 'stall'));
+        players.push(play([chunkedUploadHead, chunked(u.partHead), chunked(u.data.subarray(0, 1000))], 'stall'));
+        // The same for a direct upload's PUT: longer than declared, cut, stalled.
+        players.push(play([putHead(true), chunked(JPEG), chunked(JPEG), Buffer.from('0\r\n\r\n')], 'wait'));
+        players.push(play([putHead(false), JPEG.subarray(0, JPEG.length >> 1)], 'abort'));
+        players.push(play([putHead(false), JPEG.subarray(0, 1000)], 'stall'));
+      }
+      await Promise.all(players);
+      await assertNothingLeft(server, client, before);
+      for (const dir of ['.tmp', 'incoming']) assert.deepEqual(filesUnder(path.join(objects, dir)), [], dir);
+    });
+
+    it("a direct upload's PUT whose client went while the upload was looked up leaves no temporary file", async () => {
+      const presigned = await presign(server, client, 'gone.jpg');
+      const url = new URL(presigned.url);
+      // What the receiver meets when the client goes (or its body times out) during the database
+      // lookup before it reads the body: a request that has closed already. Made for real, on a
+      // server of the test's own, and handed to the service's receiver.
+      const side = http.createServer();
+      await new Promise<void>((resolve) => side.listen(0, '127.0.0.1', () => resolve()));
+      try {
+        const arrived = once(side, 'request') as Promise<[http.IncomingMessage]>;
+        const raw = await connect((side.address() as net.AddressInfo).port);
+        raw.socket.write(`PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ${JPEG.length}\r\n\r\n`);
+        raw.socket.write(JPEG.subarray(0, 1000));
+        const [request] = await arrived;
+        request.on('error', () => {}); // "aborted": the client's going, as the service's server sees it too
+        const closed = new Promise((resolve) => request.once('close', resolve));
+        raw.socket.destroy();
+        await closed;
+        let outcome: string | undefined;
+        server.services.uploads.receive(presigned.uploadId, Object.fromEntries(url.searchParams), request).then(
+          () => (outcome = 'stored'),
+          (err: { code?: string }) => (outcome = err.code ?? 'failed'),
+        );
+        await waitFor('the receiver to give up on a closed request', 5000, () => outcome !== undefined);
+        assert.equal(outcome, 'UPLOAD_SIZE_MISMATCH');
+        assert.deepEqual(filesUnder(objects), []);
+      } finally {
+        side.closeAllConnections();
+        side.close();
+      }
     });
 
     it("a direct upload's PUT cut in the middle leaves nothing but its reservation", async () => {

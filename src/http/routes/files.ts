@@ -69,6 +69,9 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
       const declared = Number(request.headers['content-length']);
       if (declared > request.limits.maxFileBytes + MULTIPART_OVERHEAD_BYTES) throw fileTooLarge(request.limits.maxFileBytes);
       const idempotencyKey = readIdempotencyKey(request.headers['idempotency-key']);
+      // Gone while the hooks ran (authentication reads the database): the multipart parser would
+      // wait for ever on a request that has closed already.
+      if (bodyAbandoned(request, reply)) return;
       const parts = request.parts({ limits: { fileSize: request.limits.maxFileBytes + 1, parts: 2, fields: 1, files: 2 } });
       let upload: Awaited<ReturnType<typeof storeUpload>> | undefined;
       try {

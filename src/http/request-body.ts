@@ -6,6 +6,10 @@
 // a client disconnects, and cleans up the same way: every body reader (the upload, the direct
 // upload's PUT, the JSON parser) handles that one case, so neither leaves anything behind.
 //
+// A request answered before anything read its body (a refusal in a hook: 401, 403, 413, 429…)
+// has the rest read and discarded, within bounds, instead of the connection closing at once
+// (lingerAfterAnswer): a client still sending then reads the answer rather than a reset.
+//
 // Node's own limits stay on as a backstop, for what this watch does not see (headers that never
 // end): `serverTimeouts` for the server, and `clientErrorHandler` answers them with the envelope.
 import { STATUS_CODES } from 'node:http';

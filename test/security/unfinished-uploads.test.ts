@@ -3,7 +3,10 @@
 // stalls or outlasts REQUEST_TIMEOUT_SECONDS (408 REQUEST_TIMEOUT), a full disk (507
 // INSUFFICIENT_STORAGE, on a real, full tmpfs) and a process killed mid-upload leave nothing:
 // no file under the data directory, no open file handle, no server socket, no charge. And file
-// names never carry bidi or other format characters into Content-Disposition.
+// names never carry bidi or other format characters into Content-Disposition. A client that
+// half-closes after its body is answered; a refusal made before the body is read reaches a client
+// still sending it (and one sending for ever is cut off); oversize, aborted and stalled uploads
+// at once leave the temporary and incoming directories empty.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';

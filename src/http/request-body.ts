@@ -97,34 +97,38 @@ const bodyUntouched = (request: FastifyRequest): boolean => request.raw.readable
 
 /**
  * Answers on a connection that stays open while the body's rest is read and discarded (up to
- * LINGER_BYTES and LINGER_MS): a body that then ends leaves a connection fit for the next
- * request; one past either bound is cut. Fastify's parsers mark their refusals
- * `Connection: close`, which would make Node close at once: the header goes.
+ * LINGER_BYTES, and LINGER_MS after the answer went out): a body that then ends leaves a
+ * connection fit for the next request; one past either bound is cut. Fastify's parsers mark
+ * their refusals `Connection: close`, which would make Node close at once: the header goes.
  */
 function lingerAfterAnswer(request: FastifyRequest, reply: FastifyReply): void {
   reply.removeHeader('connection');
   const raw = request.raw;
   const socket = raw.socket;
-  reply.raw.once('finish', () => {
+  let discarded = 0;
+  let answered = false;
+  let timer: NodeJS.Timeout | undefined;
+  const cut = () => {
     if (raw.complete || socket.destroyed) return;
-    let discarded = 0;
-    const cut = () => {
-      if (raw.complete) return;
-      request.log.info({ discarded }, 'cut off the rest of a refused request body');
-      socket.destroy();
-    };
-    const timer = setTimeout(cut, LINGER_MS).unref();
-    const done = () => clearTimeout(timer);
-    raw.once('end', done);
-    socket.once('close', done);
-    // Added after Node's own handler for an answered request, which removes 'data' listeners
-    // and resumes the body to discard it.
-    raw.on('data', (chunk: Buffer) => {
-      discarded += chunk.length;
-      if (discarded > LINGER_BYTES) cut();
-    });
-    raw.resume();
+    request.log.info({ discarded }, 'cut off the rest of a refused request body');
+    socket.destroy();
+  };
+  // Read from now on, here: Node's own discarding of an answered request's body counts nothing.
+  raw.on('data', (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded <= LINGER_BYTES) return;
+    if (answered) cut();
+    else raw.pause(); // cut once the answer is out
   });
+  raw.resume();
+  reply.raw.once('finish', () => {
+    answered = true;
+    if (discarded > LINGER_BYTES) return cut();
+    timer = setTimeout(cut, LINGER_MS).unref();
+  });
+  const done = () => clearTimeout(timer);
+  raw.once('end', done);
+  socket.once('close', done);
 }
 
 function watchBody(request: FastifyRequest, reply: FastifyReply, { requestTimeoutMs, bodyStallMs }: BodyTimeouts): void {

@@ -366,14 +366,18 @@ for (const dialect of DIALECTS) {
       raw.socket.write(uploadHead('imgapi_not_a_key', 1024 ** 4));
       const chunk = Buffer.alloc(64 * 1024, 0x61);
       let open = true;
+      let written = 0;
       void raw.closed.then(() => (open = false));
       while (open) {
+        written += chunk.length;
         if (raw.socket.write(chunk)) await new Promise((resolve) => setImmediate(resolve));
         else await Promise.race([once(raw.socket, 'drain').catch(() => {}), raw.closed]);
       }
       const response = parseResponse(raw.received());
       assert.equal(response.status, 401);
       assert.equal(response.body.error.code, 'API_KEY_INVALID');
+      // Cut by the byte bound (8 MiB, plus what the kernels' buffers held), not after megabytes more.
+      assert.ok(written < 64 * 1024 * 1024, `${written} bytes sent before the cut`);
     });
 
     it('oversize, aborted and stalled uploads and PUTs all at once leave the temporary and incoming directories empty', async () => {

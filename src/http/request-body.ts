@@ -66,6 +66,14 @@ export function registerBodyTimeouts(app: FastifyInstance, limits: BodyTimeouts)
   app.addHook('onRequest', async (request, reply) => {
     if (hasBody(request)) watchBody(request, reply, limits);
   });
+  // A client gone while the hooks before parsing ran (authentication reads the database): its
+  // request has closed already, and a parser would wait for ever on it (nothing answered, the
+  // request held). Refused here, the request ends as any refused one does.
+  app.addHook('preParsing', async (request, reply) => {
+    if (hasBody(request) && !reply.sent && request.raw.destroyed && !request.raw.complete) {
+      throw new AppError('VALIDATION_ERROR', 'The request body ended before it was complete');
+    }
+  });
   // Answered before the body arrived whole (a refusal, a timeout).
   app.addHook('onSend', async (request, reply) => {
     if (bodyReceived(request)) return;

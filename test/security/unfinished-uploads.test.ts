@@ -633,6 +633,61 @@ for (const dialect of DIALECTS) {
   });
 }
 
+// A client gone while the hooks before the body ran: the request ends, nothing waits on it ----------
+
+describe('a client gone before its body is read', () => {
+  let server: TestServer;
+  /** The requests (by their x-test-slow-hook) that reached the hook, and those answered. */
+  const hooked = new Set<string>();
+  const ended = new Set<string>();
+  before(async () => {
+    server = await startServer({
+      workers: 0,
+      beforeListen(app) {
+        // Plays a slow hook (authentication on a busy database) that outlasts the client.
+        app.addHook('onRequest', async (request) => {
+          const name = request.headers['x-test-slow-hook'];
+          if (typeof name !== 'string') return;
+          const closed = new Promise((resolve) => request.raw.once('close', resolve));
+          hooked.add(name);
+          await closed;
+        });
+        // Answered (to nobody): the request's lifecycle is over.
+        app.addHook('onSend', async (request) => {
+          const name = request.headers['x-test-slow-hook'];
+          if (typeof name === 'string') ended.add(name);
+        });
+      },
+    });
+  });
+  after(() => server?.close());
+
+  it('a JSON body, a multipart upload and a direct-upload PUT each end their request instead of waiting for ever', async () => {
+    const key = await server.newKey('pro');
+    const client = new Client(server.url, key);
+    const presigned = await presign(server, client, 'gone.jpg');
+    const url = new URL(presigned.url);
+    const u = multipartUpload(key, JPEG);
+    const requests = {
+      json: `POST /api/process/convert HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n`,
+      multipart: u.head.toString('latin1').replace(/\r\n\r\n$/, '\r\n'),
+      put: `PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ${JPEG.length}\r\n`,
+    };
+    for (const [name, head] of Object.entries(requests)) {
+      const raw = await connect(Number(new URL(server.url).port));
+      raw.socket.write(`${head}x-test-slow-hook: ${name}\r\n\r\n{"fileId":`);
+      await waitFor('the request to reach the hook', 5000, () => hooked.has(name));
+      raw.socket.destroy();
+      await raw.closed;
+    }
+    await waitFor('every request to end', 5000, () => ended.size === 3).catch((err) => {
+      throw new Error(`${err.message}: ended ${[...ended].join(', ') || 'none'}`);
+    });
+    assert.deepEqual([...ended].sort(), ['json', 'multipart', 'put']);
+    assert.deepEqual(filesUnder(path.join(server.dataDir, 'objects')), []);
+  });
+});
+
 // Headers that never end: Node's own limit (the backstop), answered with the envelope -----------
 
 describe('headers that never end', () => {

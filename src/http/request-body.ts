@@ -56,7 +56,7 @@ export const bodyReceived = (request: FastifyRequest): boolean => !hasBody(reque
  */
 export function bodyAbandoned(request: FastifyRequest, reply: FastifyReply): boolean {
   if (reply.sent) return true;
-  const gone = (request.raw.destroyed && !request.raw.complete) || request.raw.socket?.destroyed !== false;
+  const gone = (request.raw.destroyed && !request.raw.complete) || request.raw.socket?.destroyed === true;
   if (!gone) return false;
   request.log.info('the client went away before it was answered');
   return true;

@@ -46,6 +46,8 @@ export interface TestServerOptions {
   clock?: Clock;
   /** In-process workers (default 2; 0 for none). */
   workers?: number;
+  /** Adds to the app before it listens (a hook that plays a slow moment, say). */
+  beforeListen?: (app: FastifyInstance) => void;
 }
 
 export interface TestServer {
@@ -107,6 +109,7 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
   const config = loadConfig(env);
   const services = await createServices(config, { clock: options.clock, logger: pino({ level: 'silent' }) });
   const app = await buildApp(services);
+  options.beforeListen?.(app);
   // PORT is 0 (any free port) unless a test needs a known one (PUBLIC_URL, say: presigned URLs name it).
   await app.listen({ port: config.port, host: '127.0.0.1' });
   const address = app.server.address();

@@ -3,13 +3,14 @@
 // keyed by the account's current password hash (random salt and derived key: a secret that
 // never leaves the database). So a link works on every process and host without a shared
 // secret, stops working once it has been used (the new password changes the key), and is
-// void when it expires or when the password changes any other way.
+// void when it expires or when the password changes any other way. Spending a link is one
+// conditional UPDATE (the password hash the link was checked against must still be there), so of
+// parallel requests with the same link exactly one sets its password.
 import crypto from 'node:crypto';
 import type { Clock } from '../clock.js';
 import type { Database } from '../db/database.js';
 import { AppError } from '../errors.js';
-import { findAccountById, setPassword, type Account } from './accounts.js';
-import { deleteSessionsOf } from './sessions.js';
+import { findAccountById, hashPassword, type Account } from './accounts.js';
 
 /** How long a reset link works. */
 export const RESET_LINK_TTL_MS = 24 * 3600_000;
@@ -27,9 +28,11 @@ export function resetToken(account: Account, clock: Clock): { token: string; exp
   return { token: `${account.id}.${expiresAt.toString(36)}.${mac(account, expiresAt)}`, expiresAt };
 }
 
+const invalidLink = () => new AppError('RESET_LINK_INVALID', 'This reset link is invalid, used or expired: ask the operator for a new one');
+
 /** The account whose live reset token this is, or RESET_LINK_INVALID. */
 async function accountOfToken(database: Database, clock: Clock, token: string): Promise<Account> {
-  const invalid = new AppError('RESET_LINK_INVALID', 'This reset link is invalid, used or expired: ask the operator for a new one');
+  const invalid = invalidLink();
   const [accountId, expiry, given] = token.split('.');
   if (!accountId || !expiry || !given || !/^acct_[A-Za-z0-9_-]+$/.test(accountId)) throw invalid;
   const expiresAt = parseInt(expiry, 36);
@@ -45,7 +48,17 @@ async function accountOfToken(database: Database, clock: Clock, token: string): 
 /** Sets the new password from a reset link and ends every session of the account. */
 export async function resetPassword(database: Database, clock: Clock, token: string, password: string): Promise<Account> {
   const account = await accountOfToken(database, clock, token);
-  await setPassword(database, account.id, password);
-  await deleteSessionsOf(database, account.id);
-  return account;
+  const passwordHash = await hashPassword(password);
+  await database.transaction(async (tx) => {
+    // Compare-and-set on the hash that keyed the link: a parallel reset that spent it first changed it.
+    const spent = await tx
+      .updateTable('accounts')
+      .set({ password_hash: passwordHash })
+      .where('id', '=', account.id)
+      .where('password_hash', '=', account.password_hash!)
+      .executeTakeFirst();
+    if (Number(spent.numUpdatedRows) !== 1) throw invalidLink();
+    await tx.deleteFrom('sessions').where('account_id', '=', account.id).execute();
+  });
+  return { ...account, password_hash: passwordHash };
 }

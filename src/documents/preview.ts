@@ -1,6 +1,8 @@
 // Previews of PDF files (image-to-pdf outputs): pdftoppm renders the first page fitted into the
-// box; src/imaging/preview.ts encodes, caches and bounds it like any other preview.
+// box; src/imaging/preview.ts encodes, caches and bounds it like any other preview. And the
+// ffmpeg of AVIF image sequences' previews, run as the jobs run it.
 import { AppError, TaskError } from '../errors.js';
+import { Ffmpeg } from '../imaging/ffmpeg.js';
 import { Poppler, PopplerMissing } from './pdf.js';
 import { SandboxUnavailable, type Sandbox } from './sandbox.js';
 
@@ -9,6 +11,11 @@ const PREVIEW_TIMEOUT_MS = 20_000;
 
 export function previewPoppler(commands: { pdftoppmCommand: string; pdfinfoCommand: string }, sandbox: Sandbox): Poppler {
   return new Poppler({ pdftoppm: commands.pdftoppmCommand, pdfinfo: commands.pdfinfoCommand, timeoutMs: PREVIEW_TIMEOUT_MS, sandbox });
+}
+
+/** The ffmpeg that previews an AVIF image sequence without a usable still image (its first frame). */
+export function previewFfmpeg(config: { ffmpegCommand: string }, sandbox: Sandbox): Ffmpeg {
+  return new Ffmpeg({ command: config.ffmpegCommand, timeoutMs: PREVIEW_TIMEOUT_MS, sandbox });
 }
 
 /** The first page of the PDF at `pdf` as a PNG file in `dir`, fitted inside `box`. */

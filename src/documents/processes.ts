@@ -164,13 +164,34 @@ export function findExecutable(command: string, envPath = process.env.PATH ?? ''
   return undefined;
 }
 
-/** The last non-empty lines of a program's output, for an error message or the log. */
+/**
+ * What an external program's output may say in a task's error, a response or the log: its last
+ * non-empty lines reduced to safe text. Every tool's message passes through here. Gone: heap
+ * addresses (ffmpeg's `[mov,mp4… @ 0x55d0…]` context tags, any `0x` pointer), absolute paths
+ * (a task's temporary directory, the data directory: the file's name alone stays), control
+ * and format characters (terminal escapes, bidi overrides); at most `maxLength` characters.
+ */
 export function lastLines(text: string, count = 3, maxLength = 300): string {
   return text
-    .split('\n')
-    .map((line) => line.trim())
+    .split(/[\r\n]+/)
+    .map(safeToolLine)
     .filter(Boolean)
     .slice(-count)
     .join(' | ')
     .slice(0, maxLength);
+}
+
+function safeToolLine(line: string): string {
+  return (
+    line
+      .replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '') // terminal colours, before the escape character itself goes
+      .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, ' ')
+      // ffmpeg's "[demuxer @ 0x55…] ": the component's name is worth keeping, its address is not.
+      .replace(/\[([^\]@]*?)\s*@\s*0x[0-9a-f]+\]/gi, '[$1]')
+      .replace(/\b0x[0-9a-f]{4,}\b/gi, '0x…')
+      // An absolute path (also as a file: URL) becomes its last segment.
+      .replace(/(?:file:\/\/)?(?:\/[^\s/'"`,;:()[\]]+){2,}\/?/g, (found) => found.replace(/\/$/, '').split('/').pop()!)
+      .replace(/\s+/g, ' ')
+      .trim()
+  );
 }

@@ -157,9 +157,11 @@ export class DirectUploads {
     const upload = await database.db.selectFrom('uploads').selectAll().where('id', '=', uploadId).executeTakeFirst();
     if (!upload) throw notFound('Upload');
     if (upload.status === 'expired') throw new AppError('UPLOAD_URL_EXPIRED', 'The upload has expired', { expiredAt: iso(upload.url_expires_at) });
-    if (upload.status === 'confirmed') {
-      throw new AppError('UPLOAD_ALREADY_CONFIRMED', 'This upload was confirmed; its file can no longer be replaced', { fileId: upload.file_id });
-    }
+    if (upload.status === 'confirmed') throw alreadyConfirmed(upload.file_id);
+    // A client gone (or a body timed out) while the upload was looked up: its request has closed
+    // already, so the listeners below would never hear of it and the write would wait for ever
+    // on an empty temporary file.
+    if (request.destroyed) throw sizeMismatch(size, 0, 'the connection closed');
     const meter = new ExactSize(size);
     // pipe() does not pass on the source's failure: a client that goes away mid-body ends the
     // write with an error instead of leaving it waiting.
@@ -168,6 +170,13 @@ export class DirectUploads {
       if (!request.complete) meter.destroy(sizeMismatch(size, meter.received, 'the connection closed'));
     });
     await storage.put(incomingKey(uploadId), request.pipe(meter));
+    // A confirm (or the sweep) that finished while the bytes streamed: they would replace nothing, so they go.
+    const current = await database.db.selectFrom('uploads').select(['status', 'file_id']).where('id', '=', uploadId).executeTakeFirst();
+    if (current?.status !== 'pending') {
+      await storage.delete(incomingKey(uploadId));
+      if (current?.status === 'confirmed') throw alreadyConfirmed(current.file_id);
+      throw new AppError('UPLOAD_URL_EXPIRED', 'The upload has expired', { expiredAt: iso(upload.url_expires_at) });
+    }
     return { uploadId, size };
   }
 
@@ -195,7 +204,10 @@ export class DirectUploads {
       .where('account_id', '=', accountId)
       .executeTakeFirst();
     if (!upload) throw notFound('Upload');
-    if (upload.status === 'confirmed') return commit((tx) => confirmedFile(tx, upload));
+    if (upload.status === 'confirmed') {
+      await dropLatePut(storage, upload.id);
+      return commit((tx) => confirmedFile(tx, upload));
+    }
     if (upload.status === 'expired' || now >= upload.expires_at) throw uploadExpired(upload);
 
     const finalKey = uploadKey(upload.file_id);
@@ -229,8 +241,9 @@ export class DirectUploads {
       if (err instanceof AppError) await storage.delete(finalKey);
       throw err;
     }
+    let committed: R;
     try {
-      return await commit(async (tx) => {
+      committed = await commit(async (tx) => {
         await lockAccount(database, tx, accountId); // the lock order in quota.ts: account, then upload
         const claimed = await tx
           .updateTable('uploads')
@@ -249,8 +262,22 @@ export class DirectUploads {
       if (err instanceof AppError && err.code === 'UPLOAD_EXPIRED') await storage.delete(finalKey);
       throw err;
     }
+    await dropLatePut(storage, upload.id);
+    return committed;
   }
 }
+
+/**
+ * A PUT that landed under incoming/ after the confirm moved the bytes away is never kept. With
+ * local storage the receiver refuses it; an S3 URL takes it directly, so the confirm deletes what
+ * arrived up to now and the sweep (sweepOrphanedIncoming) what arrives later, while the URL lasts.
+ */
+async function dropLatePut(storage: ObjectStorage, uploadId: string): Promise<void> {
+  await storage.delete(incomingKey(uploadId)).catch(() => {});
+}
+
+const alreadyConfirmed = (fileId: string) =>
+  new AppError('UPLOAD_ALREADY_CONFIRMED', 'This upload was confirmed; its file can no longer be replaced', { fileId });
 
 function confirmedFile(tx: Tx, upload: UploadRow): Promise<FileRecord> {
   return tx.selectFrom('files').selectAll().where('id', '=', upload.file_id).executeTakeFirstOrThrow();
@@ -335,12 +362,11 @@ export async function sweepUploads(deps: { database: Database; storage: ObjectSt
 }
 
 /**
- * Deletes bytes under incoming/ that no upload will collect: their upload was swept already (a
- * PUT that ended after it) or is gone. Where the storage can list (local); returns how many.
+ * Deletes bytes under incoming/ that no upload will collect: their upload was confirmed (a PUT
+ * after the confirm), swept already (a PUT that ended after it) or is gone. Returns how many.
  */
 export async function sweepOrphanedIncoming(deps: { database: Database; storage: ObjectStorage }): Promise<number> {
   const { database, storage } = deps;
-  if (!storage.list) return 0;
   const keys = await storage.list(INCOMING_PREFIX);
   let removed = 0;
   for (let i = 0; i < keys.length; i += SWEEP_BATCH) {
@@ -355,6 +381,7 @@ export async function sweepOrphanedIncoming(deps: { database: Database; storage:
         batch.map((entry) => entry.uploadId),
       )
       .where('swept_at', 'is', null)
+      .where('status', '=', 'pending')
       .execute();
     const collectable = new Set(open.map((row) => row.id));
     for (const entry of batch) {

@@ -26,6 +26,9 @@ import { countedKind, countFrames, FrameCounter, type FrameCount } from '../imag
 /** Bytes kept in memory to read the header (JPEG metadata can push the frame header far in). */
 const PROBE_BYTES = 1024 * 1024;
 
+export const fileTooLarge = (limit: number): AppError =>
+  new AppError('FILE_TOO_LARGE', `The file is larger than the plan's limit of ${limit} bytes`, { limit });
+
 export class UploadMeter extends Transform {
   size = 0;
   sniffed: Sniffed | undefined;
@@ -58,7 +61,7 @@ export class UploadMeter extends Transform {
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
     this.size += chunk.length;
     if (this.size > this.maxBytes) {
-      callback(new AppError('FILE_TOO_LARGE', `The file is larger than the plan's limit of ${this.maxBytes} bytes`, { limit: this.maxBytes }));
+      callback(fileTooLarge(this.maxBytes));
       return;
     }
     if (this.headLength < PROBE_BYTES) {
@@ -292,7 +295,7 @@ export async function inspectStoredObject(
 ): Promise<StoredUpload> {
   if (object.size === 0) throw new AppError('VALIDATION_ERROR', 'The file is empty', { fields: [{ field: 'file', message: 'is empty' }] });
   if (object.size > limits.maxFileBytes) {
-    throw new AppError('FILE_TOO_LARGE', `The file is larger than the plan's limit of ${limits.maxFileBytes} bytes`, { limit: limits.maxFileBytes });
+    throw fileTooLarge(limits.maxFileBytes);
   }
   const chunks: Buffer[] = [];
   for await (const chunk of await storage.get(object.key, { start: 0, end: Math.min(object.size, PROBE_BYTES) - 1 })) chunks.push(chunk as Buffer);

@@ -51,6 +51,12 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     clientErrorHandler,
   });
 
+  // A client that half-closes once its request is sent (simple HTTP clients, `curl -T -` with
+  // some proxies, a raw socket's end()) still reads the answer: Node's default ends the
+  // connection at the client's FIN, so an upload would be stored with its 201 lost. The socket
+  // closes after the answer to the last request instead.
+  (app.server as typeof app.server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });

@@ -6,6 +6,10 @@
 // a client disconnects, and cleans up the same way: every body reader (the upload, the direct
 // upload's PUT, the JSON parser) handles that one case, so neither leaves anything behind.
 //
+// A request answered before anything read its body (a refusal in a hook: 401, 403, 413, 429…)
+// has the rest read and discarded, within bounds, instead of the connection closing at once
+// (lingerAfterAnswer): a client still sending then reads the answer rather than a reset.
+//
 // Node's own limits stay on as a backstop, for what this watch does not see (headers that never
 // end): `serverTimeouts` for the server, and `clientErrorHandler` answers them with the envelope.
 import { STATUS_CODES } from 'node:http';
@@ -46,13 +50,15 @@ function hasBody(request: FastifyRequest): boolean {
 export const bodyReceived = (request: FastifyRequest): boolean => !hasBody(request) || request.raw.complete;
 
 /**
- * True when a body reader's failure needs no answer: the body timed out and was answered 408
- * already, or the client went away before sending it whole (nobody is left to answer).
+ * True when a request needs no answer: the body timed out and was answered 408 already, or the
+ * client went away (before sending its body whole, or after: nobody is left to answer). A
+ * client that half-closes after its body is still there (`httpAllowHalfOpen` in app.ts).
  */
 export function bodyAbandoned(request: FastifyRequest, reply: FastifyReply): boolean {
   if (reply.sent) return true;
-  if (!request.raw.destroyed || request.raw.complete) return false;
-  request.log.info('the client went away before its request body was complete');
+  const gone = (request.raw.destroyed && !request.raw.complete) || request.raw.socket?.destroyed === true;
+  if (!gone) return false;
+  request.log.info('the client went away before it was answered');
   return true;
 }
 
@@ -60,15 +66,77 @@ export function registerBodyTimeouts(app: FastifyInstance, limits: BodyTimeouts)
   app.addHook('onRequest', async (request, reply) => {
     if (hasBody(request)) watchBody(request, reply, limits);
   });
-  // Answered before the body arrived whole (a refusal, a timeout): the rest is not read, and the
-  // connection closes after the answer instead of reading on. Node detaches an answered request
-  // from its connection, so that closing would not end the request for whatever still reads
-  // it (an upload's write, a parser): end it then, as a client's disconnect does.
+  // A client gone while the hooks before parsing ran (authentication reads the database): its
+  // request has closed already, and a parser would wait for ever on it (nothing answered, the
+  // request held). Refused here, the request ends as any refused one does.
+  app.addHook('preParsing', async (request, reply) => {
+    if (hasBody(request) && !reply.sent && request.raw.destroyed && !request.raw.complete) {
+      throw new AppError('VALIDATION_ERROR', 'The request body ended before it was complete');
+    }
+  });
+  // Answered before the body arrived whole (a refusal, a timeout).
   app.addHook('onSend', async (request, reply) => {
     if (bodyReceived(request)) return;
+    if (bodyUntouched(request)) {
+      lingerAfterAnswer(request, reply);
+      return;
+    }
+    // A reader took part of the body and may still hold it (an upload's write, a parser): the
+    // rest is not read, and the connection closes after the answer. Node detaches an answered
+    // request from its connection, so that closing would not end the request for its reader:
+    // end it then, as a client's disconnect does.
     reply.header('connection', 'close');
     request.raw.socket?.once('close', () => request.raw.destroy());
   });
+}
+
+/**
+ * Bounds on reading and discarding the rest of a body refused before anything read it (the
+ * "lingering close" of nginx and Apache). Closing a connection with unread bytes makes the
+ * kernel reset it, and a client still sending (Node's fetch, curl) then loses the answer: reading
+ * on lets it read the refusal. A few MiB is seconds of a slow upload and costs no storage; past
+ * either bound the connection is cut, so a client that sends forever holds nothing for long.
+ */
+const LINGER_BYTES = 8 * 1024 * 1024;
+const LINGER_MS = 3_000;
+
+/** Nothing has read the body yet: no parser ran, no handler took it (a refusal in a hook). */
+const bodyUntouched = (request: FastifyRequest): boolean => request.raw.readableFlowing === null && !request.raw.readableDidRead;
+
+/**
+ * Answers on a connection that stays open while the body's rest is read and discarded (up to
+ * LINGER_BYTES, and LINGER_MS after the answer went out): a body that then ends leaves a
+ * connection fit for the next request; one past either bound is cut. Fastify's parsers mark
+ * their refusals `Connection: close`, which would make Node close at once: the header goes.
+ */
+function lingerAfterAnswer(request: FastifyRequest, reply: FastifyReply): void {
+  reply.removeHeader('connection');
+  const raw = request.raw;
+  const socket = raw.socket;
+  let discarded = 0;
+  let answered = false;
+  let timer: NodeJS.Timeout | undefined;
+  const cut = () => {
+    if (raw.complete || socket.destroyed) return;
+    request.log.info({ discarded }, 'cut off the rest of a refused request body');
+    socket.destroy();
+  };
+  // Read from now on, here: Node's own discarding of an answered request's body counts nothing.
+  raw.on('data', (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded <= LINGER_BYTES) return;
+    if (answered) cut();
+    else raw.pause(); // cut once the answer is out
+  });
+  raw.resume();
+  reply.raw.once('finish', () => {
+    answered = true;
+    if (discarded > LINGER_BYTES) return cut();
+    timer = setTimeout(cut, LINGER_MS).unref();
+  });
+  const done = () => clearTimeout(timer);
+  raw.once('end', done);
+  socket.once('close', done);
 }
 
 function watchBody(request: FastifyRequest, reply: FastifyReply, { requestTimeoutMs, bodyStallMs }: BodyTimeouts): void {

@@ -31,7 +31,8 @@ import { isObjectNotFound, previewKey, type ObjectStorage } from '../storage/sto
 import { decodeForSharp } from './decode-thread.js';
 import { openSharpInput } from './decoders/to-sharp.js';
 import { mimeOf } from './formats.js';
-import { inspect, libvipsInput, rawDecoderOf } from './source.js';
+import type { Ffmpeg } from './ffmpeg.js';
+import { inspect, libvipsInput, openSource, rawDecoderOf } from './source.js';
 import { ownedTempPrefix } from '../temp-files.js';
 
 /** Previews are PNG where alpha matters, else JPEG. */
@@ -64,6 +65,8 @@ export type PreviewEvent = 'rendered' | 'cached' | 'busy' | 'unavailable';
 export interface PreviewOptions {
   storage: ObjectStorage;
   poppler: Poppler;
+  /** Decodes the first frame of an AVIF image sequence whose still image libvips cannot read. */
+  ffmpeg?: Ffmpeg;
   /** Renders at once in this process. */
   concurrency: number;
   /** Renders waiting for a slot; one more is refused with 503. */
@@ -167,16 +170,21 @@ export class Previews {
       // Upright already: these decoders apply the orientation to the pixels.
       if (decoder) return await encode(openSharpInput(await decodeForSharp(source, decoder, limits.maxPixels)), header.hasAlpha, box);
       const input = await libvipsInput(source, file.format, limits.maxPixels);
-      return await encode(
-        sharp(input, {
-          limitInputPixels: limits.maxPixels,
-          failOn: 'none',
-          sequentialRead: true,
-          ...(header.page === undefined ? {} : { page: header.page }),
-        }).autoOrient(),
-        header.hasAlpha,
-        box,
-      );
+      const still = sharp(input, {
+        limitInputPixels: limits.maxPixels,
+        failOn: 'none',
+        sequentialRead: true,
+        ...(header.page === undefined ? {} : { page: header.page }),
+      }).autoOrient();
+      return await encode(still, header.hasAlpha, box).catch(async (err: unknown) => {
+        // An AVIF image sequence without a still image libvips reads: its first frame, decoded as the jobs decode it.
+        if (file.format !== 'avif' || !this.options.ffmpeg) throw err;
+        const open = await openSource(source, file.format, limits.maxPixels, false, {
+          ffmpeg: this.options.ffmpeg,
+          deadline: Date.now() + RENDER_TIMEOUT_SECONDS * 1000,
+        });
+        return encode(open(0), header.hasAlpha, box);
+      });
     } catch (err) {
       throw unavailable(err, file.format);
     } finally {

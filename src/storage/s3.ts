@@ -8,6 +8,7 @@ import {
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
+  ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
@@ -162,6 +163,20 @@ export class S3Storage implements ObjectStorage {
       throw isMissing(err) ? objectNotFound(from) : err;
     }
     await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: from }));
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    assertValidKey(prefix);
+    const keys: string[] = [];
+    let token: string | undefined;
+    do {
+      const page = await this.client.send(
+        new ListObjectsV2Command({ Bucket: this.bucket, Prefix: `${prefix}/`, Delimiter: '/', ContinuationToken: token }),
+      );
+      for (const object of page.Contents ?? []) if (object.Key) keys.push(object.Key);
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+    return keys;
   }
 
   /** A presigned PutObject whose signature covers Content-Length: S3 refuses any other size. */

@@ -43,8 +43,8 @@ export interface ObjectStorage {
    * by a killed process is the bucket's lifecycle rule's to end.)
    */
   sweepTemporary?(now?: number): Promise<number>;
-  /** The keys directly under `prefix/`, where the adapter can list cheaply (local). */
-  list?(prefix: string): Promise<string[]>;
+  /** The keys directly under `prefix/`. */
+  list(prefix: string): Promise<string[]>;
   /** Readiness: throws when the store cannot be reached or written. */
   check(): Promise<void>;
   /** Releases connections, where the adapter holds any. */

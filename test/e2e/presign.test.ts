@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { ManualClock } from '../../src/clock.js';
 import { CONFIRM_GRACE_MS } from '../../src/files/direct-upload.js';
-import { Client, DIALECTS, apiFetch, corpusFile, startServer, type ApiResponse, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, apiFetch, corpusFile, sleep, startServer, type ApiResponse, type TestServer } from '../helpers.js';
 import { startS3rver, type S3Server } from '../s3rver.js';
 
 const JPEG = fs.readFileSync(corpusFile('images/sharp/320x240.jpg'));
@@ -140,9 +140,10 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(again.body.data, file);
       assert.equal(await storageUsed(api), JPEG.length);
 
-      // The URL can no longer change the confirmed file.
+      // The URL can no longer change the confirmed file, nor leave bytes behind.
       expectError(await put(upload.url.replace(server.config.publicUrl, server.url), Buffer.alloc(JPEG.length)), 409, 'UPLOAD_ALREADY_CONFIRMED');
       assert.ok((await api.download(file.fileId)).equals(JPEG));
+      assert.deepEqual(strayObjects(server), []);
 
       // A job reads it like any upload.
       const job = await api.post('/api/process/convert', { fileId: file.fileId, format: 'webp' });
@@ -154,6 +155,33 @@ for (const dialect of DIALECTS) {
       assert.equal((await api.request('DELETE', `/api/files/${file.fileId}`)).status, 204);
       assert.equal(await storageUsed(api), task.result.size);
       assert.deepEqual(strayObjects(server), []);
+    });
+
+    it('a PUT still arriving when its upload is confirmed is refused 409 and leaves nothing', async () => {
+      const api = await client();
+      const upload = await presign(api, { filename: 'a.jpg', size: JPEG.length });
+      const url = upload.url.replace(server.config.publicUrl, server.url);
+      assert.equal((await put(url, JPEG, upload.headers)).status, 200);
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      const body = new ReadableStream<Uint8Array>({
+        async start(controller) {
+          controller.enqueue(new Uint8Array(JPEG.subarray(0, 100)));
+          await released;
+          controller.enqueue(new Uint8Array(JPEG.subarray(100)));
+          controller.close();
+        },
+      });
+      const late = put(url, body);
+      for (const deadline = Date.now() + 10_000; !strayObjects(server).some((name) => name.startsWith('.tmp/')); await sleep(20)) {
+        assert.ok(Date.now() < deadline, 'the second PUT never reached storage');
+      }
+      const confirmed = await api.post('/api/upload/confirm', { uploadId: upload.uploadId });
+      assert.equal(confirmed.status, 201, JSON.stringify(confirmed.body));
+      release();
+      expectError(await late, 409, 'UPLOAD_ALREADY_CONFIRMED');
+      assert.deepEqual(strayObjects(server), []);
+      assert.ok((await api.download(confirmed.body.data.fileId)).equals(JPEG));
     });
 
     it('refuses a changed URL or signature, storing nothing', async () => {
@@ -405,6 +433,25 @@ for (const dialect of DIALECTS) {
       assert.equal((await put(upload.url, PNG)).status, 200);
       expectError(await api.post('/api/upload/confirm', { uploadId: upload.uploadId }), 400, 'UPLOAD_SIZE_MISMATCH');
       assert.deepEqual(await s3.listKeys(`incoming/${upload.uploadId}`), []);
+    });
+
+    it('a PUT after the confirm is not kept: confirm deletes what arrived, the next sweep what arrives later', async () => {
+      const api = await client();
+      const upload = await presign(api, { filename: 'a.png', size: PNG.length });
+      assert.equal((await put(upload.url, PNG, upload.headers)).status, 200);
+      const confirmed = await api.post('/api/upload/confirm', { uploadId: upload.uploadId });
+      assert.equal(confirmed.status, 201, JSON.stringify(confirmed.body));
+      assert.deepEqual(await s3.listKeys('incoming/'), []);
+      // The URL still works at S3 itself: the late bytes land, are never the file, and are swept.
+      const late = Buffer.alloc(PNG.length, 7);
+      assert.equal((await put(upload.url, late, upload.headers)).status, 200);
+      assert.deepEqual(await s3.listKeys('incoming/'), [`incoming/${upload.uploadId}`]);
+      assert.equal((await api.post('/api/upload/confirm', { uploadId: upload.uploadId })).status, 201, 'confirming again answers the file');
+      assert.deepEqual(await s3.listKeys('incoming/'), [], 'and deletes what arrived after the first confirm');
+      assert.equal((await put(upload.url, late, upload.headers)).status, 200);
+      await server.services.maintenance.tick(true);
+      assert.deepEqual(await s3.listKeys('incoming/'), []);
+      assert.ok((await api.download(confirmed.body.data.fileId)).equals(PNG));
     });
 
     it('sweeps an abandoned upload from the bucket and releases its reservation', async () => {

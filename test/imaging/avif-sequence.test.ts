@@ -154,6 +154,24 @@ describe(`animated AVIF: frames through every output (${DIALECTS[0]})`, () => {
     const task = await run(client, 'flip', fileId, { direction: 'vertical', format: 'webp' });
     assert.equal(task.status, 'completed', JSON.stringify(task.error));
     assert.equal(task.result.pages, 150);
+    // No still image to show: the preview is its first frame, decoded as the jobs decode it.
+    const preview = await client.get(`/api/preview/${fileId}?width=64`);
+    assert.equal(preview.status, 200, JSON.stringify(preview.body));
+    const shown = await sharp(preview.body as Buffer)
+      .removeAlpha()
+      .raw()
+      .toBuffer({ resolveWithObject: true });
+    assert.deepEqual([shown.info.width, shown.info.height], [64, 64]);
+    const frame = await sharp(await client.download(task.outputFileId), { page: 0 })
+      .flip()
+      .resize(64, 64)
+      .removeAlpha()
+      .raw()
+      .toBuffer();
+    assert.equal(frame.length, shown.data.length);
+    let difference = 0;
+    for (let i = 0; i < frame.length; i++) difference += Math.abs(frame[i]! - shown.data[i]!);
+    assert.ok(difference / frame.length < 20, `the preview differs from the first frame by ${difference / frame.length} per channel`);
   });
 
   it('a sequence cut short or with a damaged header is refused at upload; damaged frames fail INVALID_IMAGE', async () => {
@@ -172,6 +190,17 @@ describe(`animated AVIF: frames through every output (${DIALECTS[0]})`, () => {
     const task = await run(client, 'convert', await client.uploadOk(garbage, 'garbage.avif'), { format: 'webp' });
     assert.equal(task.status, 'failed');
     assert.equal(task.error.code, 'INVALID_IMAGE', JSON.stringify(task.error));
+    // The first frame damaged a little: ffmpeg's last words name its decoder by heap address
+    // ("[libdav1d @ 0x55…] Error parsing OBU data"). They reach the task reduced to safe text.
+    const hurt = Buffer.from(bytes);
+    hurt.fill(0x5a, 1605, 1700);
+    const failed = await run(client, 'convert', await client.uploadOk(hurt, 'hurt.avif'), { format: 'webp' });
+    assert.equal(failed.status, 'failed');
+    assert.equal(failed.error.code, 'INVALID_IMAGE', JSON.stringify(failed.error));
+    assert.match(failed.error.message, /\[libdav1d\] Error parsing OBU data/);
+    for (const message of [task.error.message, failed.error.message]) {
+      assert.doesNotMatch(message, /0x[0-9a-f]{4,}|\/tmp\/|imgapi-|[\u0000-\u001f]/i, message);
+    }
   });
 });
 

@@ -12,6 +12,7 @@
 // GIF cut short is the animation of its frames that arrived whole. Flipped bits in a format
 // without checksums are different pixels, not an error. Those rows say so with `completes(why)`.
 import assert from 'node:assert/strict';
+import sharp from 'sharp';
 import { BLUE, pixelsNear, pptxWithPictures, SLIDE_EMU, svgNaming, zipEntries } from '../documents/attack-decks.js';
 import { DIALECTS } from '../helpers.js';
 import {
@@ -168,6 +169,41 @@ const CASES: HostileRow[] = [
       },
     },
     expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE'),
+  },
+  {
+    // ffmpeg's last words name its decoder by heap address ("[libdav1d @ 0x55…]"): the task's
+    // error has them reduced to safe text (processes.ts lastLines).
+    name: 'an AVIF image sequence whose first frame is damaged → convert: the error carries no address or path',
+    input: {
+      label: 'anim.avif with its first frame damaged',
+      filename: 'anim.avif',
+      bytes: async (ctx) => Buffer.from(await ANIM.bytes(ctx)).fill(0x5a, 1605, 1700),
+    },
+    job: { kind: 'convert', options: { format: 'webp' } },
+    expect: INVALID,
+    everyDialect: true,
+    verify({ task }) {
+      assert.doesNotMatch(task.error.message, /0x[0-9a-f]{4,}|\/tmp\/|imgapi-|[\u0000-\u001f]/i, task.error.message);
+    },
+  },
+  {
+    name: 'an AVIF image sequence without a still image (no meta box) → preview: its first frame',
+    input: {
+      label: 'anim.avif without a still image',
+      filename: 'anim.avif',
+      bytes: async (ctx) => {
+        const bytes = Buffer.from(await ANIM.bytes(ctx));
+        bytes.write('free', 44 + 4, 'latin1'); // the meta box becomes a free box
+        return bytes;
+      },
+    },
+    preview: { width: 64 },
+    expect: previewAnswers([200], 'the first frame, decoded by ffmpeg as the jobs decode it'),
+    everyDialect: true,
+    async verify({ response }) {
+      const meta = await sharp(response!.body as Buffer).metadata();
+      assert.deepEqual([meta.width, meta.height], [64, 64]);
+    },
   },
   { input: truncated(PPTX, 0.3), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE'), everyDialect: true },
   { input: truncated(PPTX, 0.6), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE') },

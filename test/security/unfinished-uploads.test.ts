@@ -3,11 +3,15 @@
 // stalls or outlasts REQUEST_TIMEOUT_SECONDS (408 REQUEST_TIMEOUT), a full disk (507
 // INSUFFICIENT_STORAGE, on a real, full tmpfs) and a process killed mid-upload leave nothing:
 // no file under the data directory, no open file handle, no server socket, no charge. And file
-// names never carry bidi or other format characters into Content-Disposition.
+// names never carry bidi or other format characters into Content-Disposition. A client that
+// half-closes after its body is answered; a refusal made before the body is read reaches a client
+// still sending it (and one sending for ever is cut off); oversize, aborted and stalled uploads
+// at once leave the temporary and incoming directories empty.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,6 +29,8 @@ const BOUNDARY = 'unfinished-upload-boundary';
 /** Stall window and request time limit of the servers under test, in seconds. */
 const STALL_SECONDS = 1;
 const REQUEST_TIMEOUT_SECONDS = 3;
+/** Pro's file limit in the servers under test. */
+const OVERSIZE_LIMIT = 2 * 1024 * 1024;
 
 // What the process holds ---------------------------------------------------------------------
 
@@ -113,6 +119,44 @@ function parseResponse(text: string): { status: number; headers: Record<string, 
   return { status: Number(statusLine!.split(' ')[1]), headers, body: JSON.parse(text.slice(end + 4)) };
 }
 
+/** The first whole response on a raw connection (headers and a Content-Length body), once it has arrived. */
+async function responseOn(raw: RawConnection): Promise<ReturnType<typeof parseResponse>> {
+  let closed = false;
+  void raw.closed.then(() => (closed = true));
+  const whole = () => {
+    const text = raw.received();
+    const end = text.indexOf('\r\n\r\n');
+    const length = end < 0 ? null : /\r\ncontent-length: (\d+)/i.exec(text.slice(0, end));
+    return length !== null && text.length >= end + 4 + Number(length[1]);
+  };
+  await waitFor('a whole response', 15_000, () => {
+    if (!whole() && closed) throw new Error(`the connection closed before a whole response: ${JSON.stringify(raw.received().slice(0, 300))}`);
+    return whole();
+  });
+  return parseResponse(raw.received());
+}
+
+/**
+ * Writes `head`, then `bodyBytes` of filler, reading nothing meanwhile (a client busy sending its
+ * body, as fetch is, reads the answer only after); then reads again. Stops early when the
+ * connection closes.
+ */
+async function sendBeforeReading(raw: RawConnection, head: string, bodyBytes: number): Promise<void> {
+  raw.socket.pause();
+  raw.socket.write(head);
+  const chunk = Buffer.alloc(64 * 1024, 0x61);
+  for (let sent = 0; sent < bodyBytes && raw.socket.writable; sent += chunk.length) {
+    if (!raw.socket.write(chunk.subarray(0, Math.min(chunk.length, bodyBytes - sent)))) {
+      await Promise.race([once(raw.socket, 'drain').catch(() => {}), raw.closed]);
+    }
+  }
+  raw.socket.resume();
+}
+
+const uploadHead = (key: string, contentLength: number) =>
+  `POST /api/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${key}\r\n` +
+  `Content-Type: multipart/form-data; boundary=${BOUNDARY}\r\nContent-Length: ${contentLength}\r\n\r\n`;
+
 /** The bytes of a multipart upload of `data`, in the pieces a cut falls between. */
 function multipartUpload(key: string, data: Buffer, filename = 'photo.jpg') {
   const partHead = Buffer.from(
@@ -198,6 +242,9 @@ for (const dialect of DIALECTS) {
         dialect,
         workers: 0,
         env: { BODY_STALL_SECONDS: String(STALL_SECONDS), REQUEST_TIMEOUT_SECONDS: String(REQUEST_TIMEOUT_SECONDS) },
+        // Max is the rate-limited plan here: one request a second (the 429 below). Pro takes files
+        // of up to 2 MiB, so an oversize body is quick to send.
+        plans: { max: { requestsPerSecond: 1 }, pro: { maxFileBytes: OVERSIZE_LIMIT } },
       });
       key = await server.newKey('pro');
       client = new Client(server.url, key);
@@ -227,6 +274,12 @@ for (const dialect of DIALECTS) {
         how: 'half-close',
       },
       { where: 'just before the closing boundary', bytes: (u) => Buffer.concat([u.head, u.partHead, u.data]), storing: true, how: 'reset' },
+      {
+        where: 'just before the closing boundary (half-close)',
+        bytes: (u) => Buffer.concat([u.head, u.partHead, u.data]),
+        storing: true,
+        how: 'half-close',
+      },
       // The part is over (its delimiter arrived); the body is not: still no upload.
       {
         where: 'inside the closing boundary',
@@ -248,6 +301,170 @@ for (const dialect of DIALECTS) {
         await assertNothingLeft(server, client, before, raw.socket.localPort);
       });
     }
+
+    it('a client that half-closes once it has sent the whole body is answered 201, five times of five', async () => {
+      const before = await baseline(client);
+      const fileIds: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const u = upload();
+        const raw = await connect(port);
+        raw.socket.end(Buffer.concat([u.head, u.partHead, u.data, u.tail]));
+        await raw.closed; // the server closes after its answer
+        const response = parseResponse(raw.received());
+        assert.equal(response.status, 201, raw.received().slice(0, 300));
+        fileIds.push(response.body.data.fileId);
+      }
+      const listed = (await client.get('/api/files')).body.data.files.map((file: { fileId: string }) => file.fileId);
+      assert.deepEqual([...listed].sort(), [...fileIds].sort());
+      assert.equal(await usedStorage(client), before.used + 5 * JPEG.length);
+      for (const fileId of fileIds) assert.equal((await client.request('DELETE', `/api/files/${fileId}`)).status, 204);
+    });
+
+    it('a refusal before the body is read reaches a client still sending it: 401, 403 PLAN_NO_API_ACCESS, 413, 429', async () => {
+      const before = await baseline(client);
+      const freeKey = await server.newKey('free');
+      const MiB = 1024 * 1024;
+      const refusals = [
+        { what: 'an unknown key', head: uploadHead('imgapi_not_a_key', 4 * MiB), send: 4 * MiB, status: 401, code: 'API_KEY_INVALID' },
+        { what: 'a Free key', head: uploadHead(freeKey, 4 * MiB), send: 4 * MiB, status: 403, code: 'PLAN_NO_API_ACCESS' },
+        // Declared past Pro's file limit: refused on its Content-Length; the client sends on regardless.
+        { what: 'an upload declared too large', head: uploadHead(key, 200 * MiB), send: 4 * MiB, status: 413, code: 'FILE_TOO_LARGE' },
+        {
+          what: 'a JSON body declared past 1 MiB',
+          head: `POST /api/process/convert HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${key}\r\nContent-Type: application/json\r\nContent-Length: ${4 * MiB}\r\n\r\n`,
+          send: 4 * MiB,
+          status: 413,
+          code: 'PAYLOAD_TOO_LARGE',
+        },
+      ];
+      for (const refusal of refusals) {
+        const raw = await connect(port);
+        await sendBeforeReading(raw, refusal.head, refusal.send);
+        const response = await responseOn(raw);
+        assert.equal(response.status, refusal.status, refusal.what);
+        assert.equal(response.body.error.code, refusal.code, refusal.what);
+        assert.equal(response.body.error.requestId, response.headers['x-request-id'], refusal.what);
+        raw.socket.destroy();
+      }
+      // 429: three uploads at once on one request a second; the windows they fall in admit at most two.
+      const limitedKey = await server.newKey('max');
+      const racing = await Promise.all([1, 2, 3].map(() => connect(port)));
+      await Promise.all(racing.map((raw) => sendBeforeReading(raw, uploadHead(limitedKey, 4 * MiB), 4 * MiB)));
+      const answers = await Promise.all(racing.map((raw) => responseOn(raw).catch(() => undefined)));
+      const limited = answers.filter((answer) => answer?.status === 429);
+      assert.ok(limited.length >= 1, JSON.stringify(answers.map((answer) => answer?.status)));
+      for (const answer of limited) {
+        assert.equal(answer!.body.error.code, 'RATE_LIMITED');
+        assert.ok(answer!.headers['retry-after']);
+      }
+      for (const raw of racing) raw.socket.destroy();
+      await assertNothingLeft(server, client, before);
+    });
+
+    it('a client that sends on forever after a refusal reads it, and its connection is cut after a bounded rest', async () => {
+      const raw = await connect(port);
+      raw.socket.write(uploadHead('imgapi_not_a_key', 1024 ** 4));
+      const chunk = Buffer.alloc(64 * 1024, 0x61);
+      let open = true;
+      let written = 0;
+      void raw.closed.then(() => (open = false));
+      while (open) {
+        written += chunk.length;
+        if (raw.socket.write(chunk)) await new Promise((resolve) => setImmediate(resolve));
+        else await Promise.race([once(raw.socket, 'drain').catch(() => {}), raw.closed]);
+      }
+      const response = parseResponse(raw.received());
+      assert.equal(response.status, 401);
+      assert.equal(response.body.error.code, 'API_KEY_INVALID');
+      // Cut by the byte bound (8 MiB, plus what the kernels' buffers held), not after megabytes more.
+      assert.ok(written < 64 * 1024 * 1024, `${written} bytes sent before the cut`);
+    });
+
+    it('oversize, aborted and stalled uploads and PUTs all at once leave the temporary and incoming directories empty', async () => {
+      const u = upload();
+      const oversize = Buffer.alloc(OVERSIZE_LIMIT + 512 * 1024, 0x5a);
+      /** A chunk of a chunked body (no Content-Length: the size is only known as it streams). */
+      const chunked = (data: Buffer) => Buffer.concat([Buffer.from(`${data.length.toString(16)}\r\n`), data, Buffer.from('\r\n')]);
+      const chunkedUploadHead = Buffer.from(
+        `POST /api/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${key}\r\n` +
+          `Content-Type: multipart/form-data; boundary=${BOUNDARY}\r\nTransfer-Encoding: chunked\r\n\r\n`,
+      );
+      // The direct uploads are presigned first: their reservations are in the baseline.
+      const urls = await Promise.all(Array.from({ length: 9 }, async () => new URL((await presign(server, client, 'mix.jpg')).url)));
+      const putHead = (chunkedBody: boolean) => {
+        const url = urls.pop()!;
+        const length = chunkedBody ? 'Transfer-Encoding: chunked' : `Content-Length: ${JPEG.length}`;
+        return Buffer.from(`PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: 127.0.0.1\r\n${length}\r\n\r\n`);
+      };
+      const before = await baseline(client);
+      /** Writes `pieces` one after another (a client sending on regardless of any answer), then ends as `how` says. */
+      const play = async (pieces: Buffer[], how: 'wait' | 'abort' | 'stall') => {
+        const raw = await connect(port);
+        for (const piece of pieces) {
+          if (!raw.socket.writable) break;
+          if (!raw.socket.write(piece)) await Promise.race([once(raw.socket, 'drain').catch(() => {}), raw.closed]);
+        }
+        if (how === 'abort') {
+          await waitFor('the body to reach storage', 5000, () => filesUnder(objects).length > 0 || !raw.socket.writable);
+          raw.socket.destroy();
+        }
+        await raw.closed; // 'wait' and 'stall': the server answers (413, 400, 408) and closes
+      };
+      const oversizeParts = [
+        u.partHead,
+        ...Array.from({ length: 10 }, (_, i) => oversize.subarray((i * oversize.length) / 10, ((i + 1) * oversize.length) / 10)),
+      ];
+      const players = [];
+      for (let i = 0; i < 3; i++) {
+        // Oversize without Content-Length: refused 413 mid-stream.
+        players.push(play([chunkedUploadHead, ...oversizeParts.map(chunked), Buffer.from('0\r\n\r\n')], 'wait'));
+        // Cut mid-body, and cut while oversize.
+        players.push(play([u.head, u.partHead, u.data.subarray(0, u.data.length >> 1)], 'abort'));
+        players.push(play([chunkedUploadHead, ...oversizeParts.slice(0, 6).map(chunked)], 'abort'));
+        // Stalled: 408 after BODY_STALL_SECONDS.
+        players.push(play([u.head, u.partHead, u.data.subarray(0, 1000)], 'stall'));
+        players.push(play([chunkedUploadHead, chunked(u.partHead), chunked(u.data.subarray(0, 1000))], 'stall'));
+        // The same for a direct upload's PUT: longer than declared, cut, stalled.
+        players.push(play([putHead(true), chunked(JPEG), chunked(JPEG), Buffer.from('0\r\n\r\n')], 'wait'));
+        players.push(play([putHead(false), JPEG.subarray(0, JPEG.length >> 1)], 'abort'));
+        players.push(play([putHead(false), JPEG.subarray(0, 1000)], 'stall'));
+      }
+      await Promise.all(players);
+      await assertNothingLeft(server, client, before);
+      for (const dir of ['.tmp', 'incoming']) assert.deepEqual(filesUnder(path.join(objects, dir)), [], dir);
+    });
+
+    it("a direct upload's PUT whose client went while the upload was looked up leaves no temporary file", async () => {
+      const presigned = await presign(server, client, 'gone.jpg');
+      const url = new URL(presigned.url);
+      // What the receiver meets when the client goes (or its body times out) during the database
+      // lookup before it reads the body: a request that has closed already. Made for real, on a
+      // server of the test's own, and handed to the service's receiver.
+      const side = http.createServer();
+      await new Promise<void>((resolve) => side.listen(0, '127.0.0.1', () => resolve()));
+      try {
+        const arrived = once(side, 'request') as Promise<[http.IncomingMessage]>;
+        const raw = await connect((side.address() as net.AddressInfo).port);
+        raw.socket.write(`PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ${JPEG.length}\r\n\r\n`);
+        raw.socket.write(JPEG.subarray(0, 1000));
+        const [request] = await arrived;
+        request.on('error', () => {}); // "aborted": the client's going, as the service's server sees it too
+        const closed = new Promise((resolve) => request.once('close', resolve));
+        raw.socket.destroy();
+        await closed;
+        let outcome: string | undefined;
+        server.services.uploads.receive(presigned.uploadId, Object.fromEntries(url.searchParams), request).then(
+          () => (outcome = 'stored'),
+          (err: { code?: string }) => (outcome = err.code ?? 'failed'),
+        );
+        await waitFor('the receiver to give up on a closed request', 5000, () => outcome !== undefined);
+        assert.equal(outcome, 'UPLOAD_SIZE_MISMATCH');
+        assert.deepEqual(filesUnder(objects), []);
+      } finally {
+        side.closeAllConnections();
+        side.close();
+      }
+    });
 
     it("a direct upload's PUT cut in the middle leaves nothing but its reservation", async () => {
       const presigned = await presign(server, client, 'big.jpg');
@@ -415,6 +632,61 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+// A client gone while the hooks before the body ran: the request ends, nothing waits on it ----------
+
+describe('a client gone before its body is read', () => {
+  let server: TestServer;
+  /** The requests (by their x-test-slow-hook) that reached the hook, and those answered. */
+  const hooked = new Set<string>();
+  const ended = new Set<string>();
+  before(async () => {
+    server = await startServer({
+      workers: 0,
+      beforeListen(app) {
+        // Plays a slow hook (authentication on a busy database) that outlasts the client.
+        app.addHook('onRequest', async (request) => {
+          const name = request.headers['x-test-slow-hook'];
+          if (typeof name !== 'string') return;
+          const closed = new Promise((resolve) => request.raw.once('close', resolve));
+          hooked.add(name);
+          await closed;
+        });
+        // Answered (to nobody): the request's lifecycle is over.
+        app.addHook('onSend', async (request) => {
+          const name = request.headers['x-test-slow-hook'];
+          if (typeof name === 'string') ended.add(name);
+        });
+      },
+    });
+  });
+  after(() => server?.close());
+
+  it('a JSON body, a multipart upload and a direct-upload PUT each end their request instead of waiting for ever', async () => {
+    const key = await server.newKey('pro');
+    const client = new Client(server.url, key);
+    const presigned = await presign(server, client, 'gone.jpg');
+    const url = new URL(presigned.url);
+    const u = multipartUpload(key, JPEG);
+    const requests = {
+      json: `POST /api/process/convert HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n`,
+      multipart: u.head.toString('latin1').replace(/\r\n\r\n$/, '\r\n'),
+      put: `PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ${JPEG.length}\r\n`,
+    };
+    for (const [name, head] of Object.entries(requests)) {
+      const raw = await connect(Number(new URL(server.url).port));
+      raw.socket.write(`${head}x-test-slow-hook: ${name}\r\n\r\n{"fileId":`);
+      await waitFor('the request to reach the hook', 5000, () => hooked.has(name));
+      raw.socket.destroy();
+      await raw.closed;
+    }
+    await waitFor('every request to end', 5000, () => ended.size === 3).catch((err) => {
+      throw new Error(`${err.message}: ended ${[...ended].join(', ') || 'none'}`);
+    });
+    assert.deepEqual([...ended].sort(), ['json', 'multipart', 'put']);
+    assert.deepEqual(filesUnder(path.join(server.dataDir, 'objects')), []);
+  });
+});
 
 // Headers that never end: Node's own limit (the backstop), answered with the envelope -----------
 

@@ -11,6 +11,7 @@ import { SESSION_READS_PER_SECOND } from '../../src/http/auth.js';
 import { namedAfterOperation } from '../../src/worker/output-names.js';
 import type { Clock } from '../../src/clock.js';
 import { createAccount, createApiKey } from '../../src/accounts/accounts.js';
+import { resetToken } from '../../src/accounts/password-reset.js';
 import { Client, DIALECTS, SessionClient, corpusFile, startServer, type TestServer } from '../helpers.js';
 
 const JPEG = corpusFile('images/sharp/320x240.jpg');
@@ -168,6 +169,25 @@ for (const dialect of DIALECTS) {
       });
       assert.equal(expired.status, 403, 'a link works for a day');
       assert.equal(expired.body.error.code, 'RESET_LINK_INVALID');
+    });
+
+    it('a reset link sent ten times in parallel, each with its own password, is spent by exactly one', async () => {
+      frozen += 1000;
+      const email = `race-${dialect}@example.com`;
+      const account = await createAccount(server.services.database, server.services.clock, { email, plan: 'free', password: 'the-old-password' });
+      const { token } = resetToken(account, server.services.clock);
+      const passwords = Array.from({ length: 10 }, (_, i) => `parallel-password-${i}`);
+      const answers = await Promise.all(passwords.map((password) => new SessionClient(server.url).post('/auth/reset-password', { token, password })));
+      const winners = answers.flatMap((answer, i) => (answer.status === 200 ? [passwords[i]!] : []));
+      assert.equal(winners.length, 1, JSON.stringify(answers.map((a) => a.status)));
+      for (const answer of answers.filter((a) => a.status !== 200)) {
+        assert.equal(answer.status, 403);
+        assert.equal(answer.body.error.code, 'RESET_LINK_INVALID');
+      }
+      for (const password of [...passwords, 'the-old-password']) {
+        const login = await new SessionClient(server.url).post('/auth/login', { email, password });
+        assert.equal(login.status, password === winners[0] ? 200 : 401, password);
+      }
     });
   });
 }

@@ -2,10 +2,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.js';
 import { deleteFile, getLiveFile, listFiles, type FileRecord } from '../../files/files.js';
-import { recordUpload, safeFilename, storeUpload } from '../../files/upload.js';
+import { fileTooLarge, recordUpload, safeFilename, storeUpload } from '../../files/upload.js';
 import { IMAGE_FORMATS, MEDIA_TYPES } from '../../imaging/formats.js';
 import { PREVIEW_MEDIA_TYPES, Previews } from '../../imaging/preview.js';
-import { previewPoppler } from '../../documents/preview.js';
+import { previewFfmpeg, previewPoppler } from '../../documents/preview.js';
 import type { Services } from '../../services.js';
 import { withIdempotency } from '../../db/idempotency.js';
 import { fingerprint, readIdempotencyKey } from '../idempotency.js';
@@ -16,12 +16,15 @@ import { API_READ, API_SECURITY, API_WRITE, IDEMPOTENT, VALIDATED, apiResponses,
 import { idParam, idempotencyHeader, ref } from '../schemas.js';
 
 const tags = ['Files'];
+/** More than the boundaries and part headers of one file part take (busboy caps a part's headers far below). */
+const MULTIPART_OVERHEAD_BYTES = 1024 * 1024;
 
 export function fileRoutes(app: FastifyInstance, services: Services): void {
   const { database, storage, clock } = services;
   const previews = new Previews({
     storage,
     poppler: previewPoppler(services.config, services.sandbox),
+    ffmpeg: previewFfmpeg(services.config, services.sandbox),
     concurrency: services.config.previewConcurrency,
     queueLength: services.config.previewQueue,
     events: services.metrics.previews,
@@ -62,7 +65,13 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
           fields: [{ field: 'file', message: 'is required' }],
         });
       }
+      // A body declared larger than the file limit and a part's headers: refused before reading it.
+      const declared = Number(request.headers['content-length']);
+      if (declared > request.limits.maxFileBytes + MULTIPART_OVERHEAD_BYTES) throw fileTooLarge(request.limits.maxFileBytes);
       const idempotencyKey = readIdempotencyKey(request.headers['idempotency-key']);
+      // Gone while the hooks ran (authentication reads the database): the multipart parser would
+      // wait for ever on a request that has closed already.
+      if (bodyAbandoned(request, reply)) return;
       const parts = request.parts({ limits: { fileSize: request.limits.maxFileBytes + 1, parts: 2, fields: 1, files: 2 } });
       let upload: Awaited<ReturnType<typeof storeUpload>> | undefined;
       try {
@@ -81,6 +90,11 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
         // only a body that arrived whole is an upload.
         if (!bodyReceived(request)) throw new AppError('VALIDATION_ERROR', 'The request body ended before it was complete');
         if (!upload) throw new AppError('VALIDATION_ERROR', 'No part named "file"', { fields: [{ field: 'file', message: 'is required' }] });
+        // A client that closed once its body was sent reads no answer: nothing is recorded or charged.
+        if (bodyAbandoned(request, reply)) {
+          await storage.delete(upload.key);
+          return;
+        }
         const stored = upload;
         const response = await withIdempotency(
           database,

@@ -172,8 +172,7 @@ export async function uploadReceiverRoutes(app: FastifyInstance, services: Servi
           return reply.send({ success: true, data: received });
         } catch (err) {
           if (bodyAbandoned(request, reply)) return;
-          // The rest of a refused body is not read: the connection closes after the answer.
-          reply.header('connection', 'close');
+          // What becomes of the body's unread rest is decided for every route (request-body.ts).
           throw err;
         }
       },

@@ -63,7 +63,7 @@ export async function originObject(origin: Origin, path: string, options: Origin
   let outcome = 'error';
   try {
     const fetched = await fetchObject(origin, path, kept, options);
-    outcome = fetched === kept ? 'revalidated' : 'fetched';
+    outcome = kept && fetched.contentHash === kept.contentHash ? 'revalidated' : 'fetched';
     return fetched;
   } catch (err) {
     if (err instanceof AppError && err.code === 'NOT_FOUND') {

@@ -28,6 +28,7 @@ import { getLiveFile } from '../files/files.js';
 import { IMAGE_FORMATS, type OutputFormat } from '../imaging/formats.js';
 import { sha256Hex } from '../ids.js';
 import type { Metrics } from '../metrics.js';
+import type { QueueEvents } from '../queue/events.js';
 import type { ObjectStorage } from '../storage/storage.js';
 import { ownedTempPrefix } from '../temp-files.js';
 import { RenderSlots } from './admission.js';
@@ -36,7 +37,7 @@ import { findOrigin } from './origins.js';
 import { findPreset } from './presets.js';
 import { mediaTypeOf, render } from './render.js';
 import { RenderCache, type CachedRender } from './render-cache.js';
-import { findSigningKey, signatureMatches } from './signing-keys.js';
+import { deleteSigningKey, findSigningKey, forgetSigningKeys, signatureMatches } from './signing-keys.js';
 import { invalidPair, normalise, parsePairs, presetOf, resolveTransform, type Transform } from './transform.js';
 
 export interface DeliveryRequest {
@@ -81,6 +82,7 @@ export interface DeliveryServices {
   storage: ObjectStorage;
   plans: PlanTable;
   metrics: Metrics;
+  events: QueueEvents;
 }
 
 export class Delivery {
@@ -92,6 +94,14 @@ export class Delivery {
   constructor(private readonly services: DeliveryServices) {
     this.cache = new RenderCache(services.database, services.storage, services.config.renderCacheMaxBytes);
     this.slots = new RenderSlots(services.config.renderConcurrency, services.config.renderQueueMs);
+    // Another process deleted a key: drop this process's copies now.
+    services.events.on('changed:signing-keys', () => forgetSigningKeys(services.database));
+  }
+
+  /** Deletes a signing key: its URLs stop at once here and, told through the database, in the other processes. */
+  async deleteSigningKey(accountId: string, keyId: string): Promise<void> {
+    await deleteSigningKey(this.services.database, accountId, keyId);
+    this.services.events.changed('signing-keys');
   }
 
   async deliver(request: DeliveryRequest): Promise<Delivered> {

@@ -20,7 +20,7 @@ import { sha256Hex } from '../ids.js';
 import type { Database } from '../db/database.js';
 import { findOriginObject, forgetOriginObject, saveOriginObject, type Origin, type OriginObject } from './origins.js';
 
-export const ORIGIN_OBJECTS_PREFIX = 'origin-objects';
+const ORIGIN_OBJECTS_PREFIX = 'origin-objects';
 
 export interface OriginFetchOptions {
   database: Database;

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DIALECTS, startServer, type TestServer } from '../helpers.js';
+import { sweepExpiredRenders } from '../../src/delivery/render-cache.js';
 import { fetchDelivery, png, rawGet, sign, signer, sizeOf, startOrigin, type Origin, type Signer } from './helpers.js';
 
 const renderRows = (server: TestServer) => server.services.delivery.cache.totalBytes();
@@ -254,6 +255,13 @@ for (const dialect of DIALECTS) {
       assert.ok((await renderRows(server)) < before);
       const gone = await a.get(a.url('w:10', doomed));
       assert.equal(gone.status, 404);
+      // An expired file's renders are not served (404, as the file) and the retention sweep deletes them.
+      const expiring = await a.client.uploadOk(await png(30, 30), 'expiring.png');
+      assert.equal((await a.get(a.url('w:11', expiring))).status, 200);
+      const kept = await renderRows(server);
+      const later = Date.now() + 400 * 86_400_000;
+      assert.ok((await sweepExpiredRenders(server.services.database, server.services.storage, later)) >= 1);
+      assert.ok((await renderRows(server)) < kept);
     });
 
     it('concurrent misses of one render make it once and charge once; hits are free', async () => {

@@ -1,0 +1,121 @@
+// Delivery URLs built by the SDK: offline signing (Web Crypto and node:crypto) against an HMAC
+// computed here independently, the transform grammar checked before any request, the encoding of
+// origin paths, and — against a real server — that a URL it builds renders and a tampered one is
+// refused.
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import { describe, it } from 'node:test';
+import { Imgapi as BrowserImgapi, DeliveryUrlError, deliveryUrl, sourceSegment, transformSegment } from '../../sdk/index.js';
+import { deliveryUrlSync, Imgapi } from '../../sdk/node.js';
+
+const KEY = { keyId: 'sk_test123', secret: 'c2VjcmV0LXNpZ25pbmcta2V5LWZvci10ZXN0cy0wMDAx' };
+const BASE = 'https://img.example.net';
+
+/** The signature as the contract defines it, computed without the SDK. */
+const expectedSignature = (secret: string, signed: string) => crypto.createHmac('sha256', secret).update(signed).digest('base64url');
+
+describe('delivery URLs (SDK, offline)', () => {
+  it('signs "{transform}/{source}" with HMAC-SHA256, base64url without padding, in both signers', async () => {
+    const signed = 'w:720,f:auto/file_abc123';
+    const want = `${BASE}/r/${KEY.keyId}/${expectedSignature(KEY.secret, signed)}/${signed}`;
+    assert.equal(await deliveryUrl('file_abc123', 'w:720,f:auto', { baseUrl: `${BASE}/`, signingKey: KEY }), want);
+    assert.equal(deliveryUrlSync('file_abc123', 'w:720,f:auto', { baseUrl: BASE, signingKey: KEY }), want);
+    const imgapi = new Imgapi({ baseUrl: BASE, signingKey: KEY });
+    assert.equal(await imgapi.url('file_abc123', 'w:720,f:auto'), want);
+    assert.equal(imgapi.urlSync('file_abc123', 'w:720,f:auto'), want);
+    assert.equal(await new BrowserImgapi({ baseUrl: BASE, signingKey: KEY }).url('file_abc123', 'w:720,f:auto'), want);
+    assert.doesNotMatch(want.split('/')[5]!, /[=+/]/);
+    // A CDN in front of /r/: the URL points there, the signature is the same.
+    const cdn = new Imgapi({ baseUrl: BASE, deliveryBaseUrl: 'https://cdn.example.net', signingKey: KEY });
+    assert.equal(imgapi.urlSync('file_abc123', '-').replace(BASE, 'https://cdn.example.net'), cdn.urlSync('file_abc123', '-'));
+  });
+
+  it('lists an object transform in one order, preset first; none is "-"', () => {
+    assert.equal(transformSegment({ dpr: 2, f: 'auto', w: 720, p: 'card' }), 'p:card,w:720,dpr:2,f:auto');
+    assert.equal(
+      transformSegment({ fit: 'cover', g: 'attention', h: 300, bg: 'ffffff80', rot: 90, flip: 'hv', q: 80 }),
+      'h:300,fit:cover,g:attention,q:80,bg:ffffff80,rot:90,flip:hv',
+    );
+    assert.equal(transformSegment({ blur: 2.5, sharpen: 0.5, page: 3 }), 'blur:2.5,sharpen:0.5,page:3');
+    assert.equal(transformSegment(undefined), '-');
+    assert.equal(transformSegment({}), '-');
+    assert.equal(transformSegment(''), '-');
+    // A string keeps its order.
+    assert.equal(transformSegment('f:webp,w:10'), 'f:webp,w:10');
+  });
+
+  it('refuses what the service would refuse, naming the pair', () => {
+    const refused: [unknown, RegExp][] = [
+      ['w:0', /w:0 — w takes a whole number of px from 1 to 4096/],
+      ['w:4097', /w:4097/],
+      ['w:12.5', /w:12\.5/],
+      [{ w: 2100, dpr: 2 }, /w:2100 at dpr:2 is 4200 px; a render is at most 4096 px a side/],
+      ['dpr:5', /dpr:5 — dpr takes a number from 1 to 4/],
+      ['dpr:0.5', /dpr:0\.5/],
+      ['f:bmp', /f:bmp — f takes jpeg, png, webp, avif, gif, jxl, auto/],
+      ['q:101', /q:101/],
+      ['bg:#fff', /bg:#fff/],
+      ['bg:fffff', /bg:fffff/],
+      ['rot:45', /rot:45/],
+      ['flip:x', /flip:x/],
+      ['fit:stretch', /fit:stretch/],
+      ['g:up', /g:up/],
+      ['page:0', /page:0/],
+      ['p:Bad_Name', /p:Bad_Name/],
+      ['width:10', /unknown transform name "width"/],
+      ['w', /"w" is not a name:value pair/],
+      ['w:10,w:20', /"w" is given twice/],
+      ['w:10,', /"" is not a name:value pair/],
+      ['constructor:1', /unknown transform name "constructor"/],
+      [{ width: 10 }, /unknown transform name width/],
+    ];
+    for (const [transform, message] of refused)
+      assert.throws(
+        () => transformSegment(transform as never),
+        (err: Error) => err instanceof DeliveryUrlError && message.test(err.message),
+        JSON.stringify(transform),
+      );
+  });
+
+  it('percent-encodes each segment of an origin path (spaces, unicode, ? and #) and signs the encoded text', async () => {
+    const source = { origin: 'shop', path: '/photos/été 2026/a?b#c&d%e+f.jpg' };
+    const encoded = 'o/shop/photos/%C3%A9t%C3%A9%202026/a%3Fb%23c%26d%25e%2Bf.jpg';
+    assert.equal(sourceSegment(source), encoded);
+    const url = await deliveryUrl(source, { w: 100 }, { baseUrl: BASE, signingKey: KEY });
+    assert.equal(url, `${BASE}/r/${KEY.keyId}/${expectedSignature(KEY.secret, `w:100/${encoded}`)}/w:100/${encoded}`);
+    // The URL parses back to the same path: nothing in it is read as a query or a fragment.
+    const parsed = new URL(url);
+    assert.equal(parsed.search, '');
+    assert.equal(parsed.hash, '');
+    assert.equal(parsed.pathname, url.slice(BASE.length));
+
+    for (const [bad, message] of [
+      [{ origin: 'shop', path: 'a/../b.jpg' }, /"\." or "\.\." segment/],
+      [{ origin: 'shop', path: './b.jpg' }, /"\." or "\.\." segment/],
+      [{ origin: 'shop', path: '' }, /empty/],
+      [{ origin: 'Shop', path: 'a.jpg' }, /not an origin name/],
+      ['file/../x', /not a fileId/],
+      ['', /not a fileId/],
+    ] as const)
+      assert.throws(() => sourceSegment(bad), message);
+  });
+
+  it('a public preset is unsigned (_) and needs no secret; anything else needs the secret', async () => {
+    const publicKey = { keyId: KEY.keyId };
+    assert.equal(
+      await deliveryUrl('file_abc', 'p:thumb', { baseUrl: BASE, signingKey: publicKey, publicPreset: true }),
+      `${BASE}/r/${KEY.keyId}/_/p:thumb/file_abc`,
+    );
+    assert.equal(
+      new Imgapi({ baseUrl: BASE, signingKey: publicKey }).urlSync('file_abc', { p: 'thumb' }, { publicPreset: true }),
+      `${BASE}/r/${KEY.keyId}/_/p:thumb/file_abc`,
+    );
+    await assert.rejects(
+      deliveryUrl('file_abc', 'p:thumb,w:10', { baseUrl: BASE, signingKey: publicKey, publicPreset: true }),
+      /exactly one public preset/,
+    );
+    await assert.rejects(deliveryUrl('file_abc', 'w:10', { baseUrl: BASE, signingKey: publicKey }), /needs the key's secret/);
+    await assert.rejects(new Imgapi({ baseUrl: BASE }).url('file_abc', 'w:10'), /needs the signingKey option/);
+    assert.throws(() => deliveryUrlSync('file_abc', 'w:10', { baseUrl: BASE, signingKey: { keyId: 'a/b', secret: 'x' } }), /not a signing key id/);
+  });
+});

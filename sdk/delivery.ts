@@ -126,9 +126,14 @@ export function transformSegment(transform: string | Transform | undefined): str
   const dpr = Number(values.get('dpr') ?? 1);
   for (const side of ['w', 'h']) {
     const px = values.get(side);
-    if (px !== undefined && Number(px) * dpr > MAX_RENDER_SIDE)
-      throw new DeliveryUrlError(`${side}:${px} at dpr:${dpr} is ${Number(px) * dpr} px; a render is at most ${MAX_RENDER_SIDE} px a side`);
+    const scaled = Math.round(Number(px) * dpr);
+    if (px !== undefined && scaled > MAX_RENDER_SIDE)
+      throw new DeliveryUrlError(`${side}:${px} at dpr:${dpr} is ${scaled} px; a render is at most ${MAX_RENDER_SIDE} px a side`);
   }
+  // A preset may set fit itself; without one, a chosen crop needs fit:cover.
+  const g = values.get('g');
+  if ((g === 'attention' || g === 'entropy') && !values.has('p') && values.get('fit') !== 'cover')
+    throw new DeliveryUrlError(`g:${g} chooses a crop, so it needs fit:cover`);
   return pairs.map(([name, value]) => `${name}:${value}`).join(',');
 }
 

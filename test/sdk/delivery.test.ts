@@ -50,6 +50,7 @@ describe('delivery URLs (SDK, offline)', () => {
       ['w:4097', /w:4097/],
       ['w:12.5', /w:12\.5/],
       [{ w: 2100, dpr: 2 }, /w:2100 at dpr:2 is 4200 px; a render is at most 4096 px a side/],
+      ['g:attention,w:10', /g:attention chooses a crop, so it needs fit:cover/],
       ['dpr:5', /dpr:5 — dpr takes a number from 1 to 4/],
       ['dpr:0.5', /dpr:0\.5/],
       ['f:bmp', /f:bmp — f takes jpeg, png, webp, avif, gif, jxl, auto/],

@@ -225,6 +225,9 @@ export function assembleUrl(
 export async function deliveryUrl(source: DeliverySource, transform: string | Transform | undefined, options: DeliveryUrlOptions): Promise<string> {
   const { path, secret, finish } = assembleUrl(source, transform, options);
   if (secret === undefined) return finish('_');
+  // Browsers offer Web Crypto only to secure contexts (https, localhost).
+  if (!globalThis.crypto?.subtle)
+    throw new DeliveryUrlError('Web Crypto is not available here (a page on plain http?): sign on a server, or with urlSync() in Node');
   const key = await crypto.subtle.importKey('raw', keyBytes(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
   return finish(base64url(new Uint8Array(await crypto.subtle.sign('HMAC', key, new TextEncoder().encode(path)))));
 }

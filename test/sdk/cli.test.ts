@@ -318,7 +318,7 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       results.forEach((result, i) => {
         assert.equal(result.code, 2, `${cases[i]![0].join(' ')}: ${show(result)}`);
         assert.match(result.stderr, cases[i]![2], show(result));
-        assert.match(result.stderr, /^Usage:\n  url <fileId/m, "the command's usage follows");
+        assert.match(result.stderr, /^Usage:\n {2}url <fileId/m, "the command's usage follows");
         assert.equal(result.stdout, '');
       });
     });

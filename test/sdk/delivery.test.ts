@@ -4,9 +4,17 @@
 // refused.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
-import { describe, it } from 'node:test';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import sharp from 'sharp';
 import { Imgapi as BrowserImgapi, DeliveryUrlError, deliveryUrl, sourceSegment, transformSegment } from '../../sdk/index.js';
 import { deliveryUrlSync, Imgapi } from '../../sdk/node.js';
+import { DIALECTS, corpusFile, type TestServer } from '../helpers.js';
+import { startPublicServer } from './support.js';
+
+const JPEG = corpusFile('images/sharp/concert.jpg');
 
 const KEY = { keyId: 'sk_test123', secret: 'c2VjcmV0LXNpZ25pbmcta2V5LWZvci10ZXN0cy0wMDAx' };
 const BASE = 'https://img.example.net';
@@ -120,3 +128,78 @@ describe('delivery URLs (SDK, offline)', () => {
     assert.throws(() => deliveryUrlSync('file_abc', 'w:10', { baseUrl: BASE, signingKey: { keyId: 'a/b', secret: 'x' } }), /not a signing key id/);
   });
 });
+
+for (const dialect of DIALECTS) {
+  describe(`delivery URLs built by the SDK, against a real server (${dialect})`, () => {
+    let server: TestServer;
+    let origin: http.Server;
+    const originPaths: string[] = [];
+    let imgapi: Imgapi;
+    let keyId: string;
+    let fileId: string;
+
+    before(async () => {
+      server = await startPublicServer(dialect, { env: { ORIGIN_ALLOW_PRIVATE_NETWORKS: '1' } });
+      // An origin on loopback that serves the JPEG at one path with a space, unicode, ? and # in it.
+      origin = http.createServer((request, response) => {
+        originPaths.push(request.url ?? '');
+        if (decodeURIComponent(request.url ?? '') === '/shop/photos/été 1?#.jpg')
+          response.writeHead(200, { 'content-type': 'image/jpeg' }).end(fs.readFileSync(JPEG));
+        else response.writeHead(404).end();
+      });
+      await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
+      const admin = new Imgapi({ baseUrl: server.url, apiKey: await server.newKey('pro') });
+      const created = await admin.api.POST('/api/signing-keys', {});
+      assert.equal(created.response.status, 201);
+      keyId = created.data!.data.keyId;
+      imgapi = new Imgapi({ baseUrl: server.url, apiKey: await server.newKey('pro'), signingKey: { keyId, secret: created.data!.data.secret } });
+      fileId = (await admin.upload(JPEG)).fileId;
+      const originCreated = await admin.api.POST('/api/origins', {
+        body: { name: 'shop', baseUrl: `http://127.0.0.1:${(origin.address() as AddressInfo).port}/shop` },
+      });
+      assert.equal(originCreated.response.status, 201, JSON.stringify(originCreated.error));
+      const preset = await admin.api.POST('/api/presets', { body: { name: 'thumb', transform: 'w:40,f:png', public: true } });
+      assert.equal(preset.response.status, 201, JSON.stringify(preset.error));
+    });
+    after(async () => {
+      origin?.close();
+      await server?.close();
+    });
+
+    /** GET the URL: its status, type and, for an image, its width. */
+    async function render(url: string): Promise<{ status: number; type: string | null; width?: number; code?: string }> {
+      const response = await fetch(url, { headers: { accept: 'image/avif,image/webp,*/*' } });
+      const bytes = Buffer.from(await response.arrayBuffer());
+      if (!response.ok) return { status: response.status, type: response.headers.get('content-type'), code: JSON.parse(bytes.toString()).error.code };
+      return { status: response.status, type: response.headers.get('content-type'), width: (await sharp(bytes).metadata()).width };
+    }
+
+    it('a stored file renders at the width and format asked (async and sync URLs alike); a tampered URL is 403', async () => {
+      const url = await imgapi.url(fileId, { w: 120, f: 'png' });
+      assert.equal(imgapi.urlSync(fileId, { w: 120, f: 'png' }), url);
+      assert.deepEqual(await render(url), { status: 200, type: 'image/png', width: 120 });
+      // dpr multiplies the width; f:auto answers what Accept prefers.
+      assert.deepEqual(await render(await imgapi.url(fileId, { w: 60, dpr: 2, f: 'auto' })), { status: 200, type: 'image/avif', width: 120 });
+
+      const parts = url.split('/');
+      const signature = parts[5]!;
+      parts[5] = (signature[0] === 'A' ? 'B' : 'A') + signature.slice(1);
+      assert.deepEqual(await render(parts.join('/')), { status: 403, type: 'application/json; charset=utf-8', code: 'SIGNATURE_INVALID' });
+      // The signature covers the transform: the same signature with another width is refused.
+      assert.equal((await render(url.replace('w:120', 'w:121'))).code, 'SIGNATURE_INVALID');
+    });
+
+    it("an origin's path with a space, unicode, ? and # reaches the origin as encoded and renders", async () => {
+      const url = await imgapi.url({ origin: 'shop', path: 'photos/été 1?#.jpg' }, 'w:50,f:webp');
+      assert.deepEqual(await render(url), { status: 200, type: 'image/webp', width: 50 });
+      assert.ok(originPaths.includes('/shop/photos/%C3%A9t%C3%A9%201%3F%23.jpg'), originPaths.join(', '));
+    });
+
+    it('a public preset renders unsigned (_), with no secret in the client', async () => {
+      const unsigned = new Imgapi({ baseUrl: server.url, signingKey: { keyId } });
+      const url = unsigned.urlSync(fileId, 'p:thumb', { publicPreset: true });
+      assert.match(url, /\/_\/p:thumb\//);
+      assert.deepEqual(await render(url), { status: 200, type: 'image/png', width: 40 });
+    });
+  });
+}

@@ -4,31 +4,17 @@
 // just created), held only in this page's memory and never sent anywhere; a public preset needs
 // none (`_`). Signing is the SDK's browser-safe deliveryUrl (Web Crypto).
 import { useState, type FormEvent, type ReactNode } from 'react';
+import type { components } from '../../../sdk/openapi';
 import { DeliveryUrlError, deliveryUrl, transformSegment, type DeliverySource, type Transform } from '../../../sdk/delivery';
 import { api, type ApiFile } from '../api';
 import { ConfirmDialog, CopyButton, ErrorBox, PageTitle, useAsync } from '../components';
 import { DataTable, type Column } from '../data-table';
 import { dateTime } from '../format';
 
-interface SigningKey {
-  keyId: string;
-  createdAt: string;
-}
-interface CreatedSigningKey extends SigningKey {
-  secret: string;
-}
-interface Preset {
-  name: string;
-  transform: string;
-  public: boolean;
-  createdAt: string;
-  updatedAt: string;
-}
-interface Origin {
-  name: string;
-  baseUrl: string;
-  createdAt: string;
-}
+type SigningKey = components['schemas']['SigningKey'];
+type CreatedSigningKey = components['schemas']['CreatedSigningKey'];
+type Preset = components['schemas']['Preset'];
+type Origin = components['schemas']['Origin'];
 
 const idempotent = () => ({ headers: { 'idempotency-key': crypto.randomUUID() } });
 /** The builder's fields: each a pair of the transform grammar, with its choices where it has them. */

@@ -248,7 +248,7 @@ function Presets({ list }: { list: ReturnType<typeof useAsync<{ presets: Preset[
           <input type="checkbox" checked={isPublic} onChange={(e) => setPublic(e.target.checked)} /> Public (usable unsigned)
         </label>
         <ErrorBox error={action.error ?? list.error} onRetry={list.error ? list.reload : undefined} />
-        <div className="actions">
+        <div className="form-buttons">
           <button type="submit" disabled={action.busy}>
             {editing ? 'Save preset' : 'Add preset'}
           </button>

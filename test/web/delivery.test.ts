@@ -8,14 +8,12 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { createRequire } from 'node:module';
 import { after, before, describe, it } from 'node:test';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { createAccount, createApiKey } from '../../src/accounts/accounts.js';
 import { Client, REPO_ROOT, corpusFile, startServer, type TestServer } from '../helpers.js';
+import { axeViolations, launchChromium } from './browser.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const AXE_SOURCE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const JPEG = corpusFile('images/sharp/320x240.jpg');
 const SCREENSHOTS = path.join(REPO_ROOT, 'test-output', 'screenshots', 'delivery');
 const USER = { email: 'delivery@example.com', password: 'delivery-password-1' };
@@ -23,17 +21,6 @@ const SIZES = [
   { width: 1280, height: 860 },
   { width: 390, height: 844 },
 ];
-
-async function axeViolations(page: Page): Promise<string[]> {
-  if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE_SOURCE);
-  return page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run: (context: Document, options: object) => Promise<{ violations: any[] }> } }).axe;
-    const { violations } = await axe.run(document, { resultTypes: ['violations'] });
-    return violations.map(
-      (v: { id: string; help: string; nodes: { target: string[] }[] }) => `${v.id}: ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).join('; ')}`,
-    );
-  });
-}
 
 describe('the Delivery page in a real browser', { timeout: 240_000 }, () => {
   let server: TestServer;
@@ -68,12 +55,7 @@ describe('the Delivery page in a real browser', { timeout: 240_000 }, () => {
     const client = new Client(server.url, (await createApiKey(database, clock, account.id, 'seed')).key);
     fileId = await client.uploadOk(JPEG, 'harbour.jpg');
 
-    assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: scripts/setup.mjs --test installs Debian's chromium package`);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-    });
+    browser = await launchChromium();
     context = await browser.newContext({ viewport: SIZES[0] });
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
     page = await context.newPage();

@@ -49,7 +49,8 @@ export interface DeliveryRequest {
 
 export interface Delivered {
   render: CachedRender;
-  body: Readable;
+  /** The stored render's stream (a hit), or the bytes just made (a miss). */
+  body: Readable | Buffer;
   hit: boolean;
   /** The format came from Accept (f:auto): the answer varies by it. */
   negotiated: boolean;
@@ -82,7 +83,7 @@ export class Delivery {
   readonly cache: RenderCache;
   private readonly slots: RenderSlots;
   /** Renders in progress in this process, by cache key. */
-  private readonly inFlight = new Map<string, Promise<CachedRender>>();
+  private readonly inFlight = new Map<string, Promise<Made>>();
 
   constructor(private readonly services: DeliveryServices) {
     this.cache = new RenderCache(services.database, services.storage, services.config.renderCacheMaxBytes);
@@ -131,9 +132,7 @@ export class Delivery {
       this.inFlight.set(cacheKey, pending);
     }
     const made = await pending;
-    const body = await this.cache.open(made);
-    if (!body) throw new AppError('NOT_FOUND', 'The render was purged as it was made (its source was deleted)');
-    return { render: made, body, hit: false, negotiated };
+    return { render: made.render, body: made.data, hit: false, negotiated };
   }
 
   /** Where the source is and which version of it; 404 for another account's or a missing one. */
@@ -208,19 +207,18 @@ export class Delivery {
     transform: Transform,
     format: RenderFormat,
     preset: string | undefined,
-  ): Promise<CachedRender> {
+  ): Promise<Made> {
     const { database, clock, config, metrics } = this.services;
     const chargedAt = clock.now();
     await chargeRender(database, accountId, limits, chargedAt);
     try {
       await this.slots.acquire();
-      let made;
       const started = performance.now();
-      try {
-        made = await this.withTimeLimit((signal, deadline) => this.renderSource(source, transform, format, limits, signal, deadline));
-      } finally {
-        this.slots.release();
-      }
+      // The slot is held until the work has really stopped, even when the answer went at the deadline.
+      const made = await this.withTimeLimit(
+        (signal, deadline) => this.renderSource(source, transform, format, limits, signal, deadline),
+        () => this.slots.release(),
+      );
       metrics.renderDuration.observe((performance.now() - started) / 1000);
       const stored = await this.cache.store(
         {
@@ -240,7 +238,7 @@ export class Delivery {
         await this.cache.purgeSource(accountId, source.id);
         throw new AppError('NOT_FOUND', 'The source was deleted');
       }
-      return stored;
+      return { render: stored, data: made.data };
     } catch (err) {
       await refundRender(database, accountId, chargedAt).catch(() => undefined);
       throw asRenderError(err, config.renderTimeoutMs);
@@ -249,15 +247,16 @@ export class Delivery {
 
   /**
    * Runs `work` with RENDER_TIMEOUT_SECONDS: at the deadline the answer is 504 RENDER_TIMEOUT
-   * and the work is told to stop (its signal; libvips' own timeout).
+   * and the work is told to stop (its signal; libvips' own timeout); `settled` runs when the
+   * work has ended, whenever that is.
    */
-  private async withTimeLimit<T>(work: (signal: AbortSignal, deadline: number) => Promise<T>): Promise<T> {
+  private async withTimeLimit<T>(work: (signal: AbortSignal, deadline: number) => Promise<T>, settled: () => void): Promise<T> {
     const { renderTimeoutMs } = this.services.config;
     const controller = new AbortController();
     const timedOut = () => new AppError('RENDER_TIMEOUT', `The render took longer than ${renderTimeoutMs / 1000} s`);
     let timer: NodeJS.Timeout | undefined;
-    const deadline = Date.now() + renderTimeoutMs;
-    const running = work(controller.signal, deadline);
+    const running = work(controller.signal, Date.now() + renderTimeoutMs);
+    running.then(settled, settled);
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         controller.abort(timedOut());
@@ -268,8 +267,6 @@ export class Delivery {
       return await Promise.race([running, timeout]);
     } finally {
       clearTimeout(timer);
-      // The slot is held until the work has really stopped.
-      await running.catch(() => undefined);
     }
   }
 
@@ -288,6 +285,12 @@ export class Delivery {
       await fs.promises.rm(tmpDir, { recursive: true, force: true });
     }
   }
+}
+
+/** A render just made: its entry, and its bytes (served from memory to everyone who waited for it). */
+interface Made {
+  render: CachedRender;
+  data: Buffer;
 }
 
 type RenderFormat = OutputFormat | ((hasAlpha: boolean) => OutputFormat) | undefined;

@@ -143,7 +143,7 @@ async function fetchObject(origin: Origin, path: string, kept: OriginObject | un
 
 async function store(origin: Origin, path: string, response: http.IncomingMessage, options: OriginFetchOptions): Promise<OriginObject> {
   const meter = new UploadMeter(options.maxBytes);
-  const storageKey = `${ORIGIN_OBJECTS_PREFIX}/${origin.id}/${sha256Hex(path).slice(0, 40)}`;
+  const storageKey = `${ORIGIN_OBJECTS_PREFIX}/${sha256Hex(`${origin.id}\n${path}`).slice(0, 40)}`;
   try {
     await options.storage.put(
       storageKey,

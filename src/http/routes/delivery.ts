@@ -48,63 +48,64 @@ function splitPath(url: string): { keyId: string; signature: string; signed: str
 export function deliveryRoutes(app: FastifyInstance, services: Services): void {
   const { delivery, metrics, config } = services;
 
-  app.get(
-    '/r/:keyId/:signature/*',
-    {
-      schema: {
-        operationId: 'deliver',
-        tags: ['Delivery'],
-        security: NO_SECURITY,
-        summary: 'A delivery URL: the source, rendered',
-        description: DESCRIPTION,
-        headers: {
-          type: 'object',
-          properties: {
-            accept: { type: 'string', description: 'With `f:auto`: image/avif and image/webp choose the format.' },
-            'if-none-match': { type: 'string', description: 'The ETag you hold: 304 when the render is the same.' },
-          },
+  // GET and HEAD as one route: Fastify's generated HEAD route would overwrite Content-Length with 0.
+  app.route({
+    method: ['GET', 'HEAD'],
+    url: '/r/:keyId/:signature/*',
+    exposeHeadRoute: false,
+    schema: {
+      operationId: 'deliver',
+      tags: ['Delivery'],
+      security: NO_SECURITY,
+      summary: 'A delivery URL: the source, rendered',
+      description: DESCRIPTION,
+      headers: {
+        type: 'object',
+        properties: {
+          accept: { type: 'string', description: 'With `f:auto`: image/avif and image/webp choose the format.' },
+          'if-none-match': { type: 'string', description: 'The ETag you hold: 304 when the render is the same.' },
         },
-        response: publicResponses(
-          {
-            200: bytes('The render', MEDIA_TYPES, { headers: IMAGE_HEADERS }),
-            304: noContent('Not modified: the ETag matches', { headers: ['ETag', 'Cache-Control', 'Imgapi-Cache', 'Vary'] }),
-          },
-          [
-            'VALIDATION_ERROR',
-            'SIGNATURE_INVALID',
-            'ACCOUNT_DISABLED',
-            'NOT_FOUND',
-            'UNSUPPORTED_MEDIA_TYPE',
-            'IMAGE_TOO_LARGE',
-            'RENDER_QUOTA_EXCEEDED',
-            'ORIGIN_FAILED',
-            'RENDER_BUSY',
-            'RENDER_TIMEOUT',
-            'INSUFFICIENT_STORAGE',
-          ],
-          ['Cache-Control'],
-        ),
       },
-      config: {
-        swaggerTransform: ({ schema }: { schema: object }) => ({
-          schema: {
-            ...schema,
-            params: {
-              type: 'object',
-              required: ['keyId', 'signature', 'transform', 'source'],
-              properties: {
-                keyId: { type: 'string', description: 'A signing key id (sk_…).' },
-                signature: { type: 'string', description: 'base64url HMAC-SHA256 of `{transform}/{source}`, or `_` for a public preset.' },
-                transform: { type: 'string', description: '`-` or `name:value` pairs joined by `,` (see above).' },
-                source: { type: 'string', description: 'A fileId, or `o/{origin}/{path}` (this segment then holds slashes).' },
-              },
+      response: publicResponses(
+        {
+          200: bytes('The render', MEDIA_TYPES, { headers: IMAGE_HEADERS }),
+          304: noContent('Not modified: the ETag matches', { headers: ['ETag', 'Cache-Control', 'Imgapi-Cache', 'X-Content-Type-Options', 'Vary'] }),
+        },
+        [
+          'VALIDATION_ERROR',
+          'SIGNATURE_INVALID',
+          'ACCOUNT_DISABLED',
+          'NOT_FOUND',
+          'UNSUPPORTED_MEDIA_TYPE',
+          'IMAGE_TOO_LARGE',
+          'RENDER_QUOTA_EXCEEDED',
+          'ORIGIN_FAILED',
+          'RENDER_BUSY',
+          'RENDER_TIMEOUT',
+          'INSUFFICIENT_STORAGE',
+        ],
+        ['Cache-Control'],
+      ),
+    },
+    config: {
+      swaggerTransform: ({ schema }: { schema: object }) => ({
+        schema: {
+          ...schema,
+          params: {
+            type: 'object',
+            required: ['keyId', 'signature', 'transform', 'source'],
+            properties: {
+              keyId: { type: 'string', description: 'A signing key id (sk_…).' },
+              signature: { type: 'string', description: 'base64url HMAC-SHA256 of `{transform}/{source}`, or `_` for a public preset.' },
+              transform: { type: 'string', description: '`-` or `name:value` pairs joined by `,` (see above).' },
+              source: { type: 'string', description: 'A fileId, or `o/{origin}/{path}` (this segment then holds slashes).' },
             },
           },
-          url: '/r/:keyId/:signature/:transform/:source',
-        }),
-      },
+        },
+        url: '/r/:keyId/:signature/:transform/:source',
+      }),
     },
-    async (request: FastifyRequest, reply: FastifyReply) => {
+    handler: async (request: FastifyRequest, reply: FastifyReply) => {
       // Until the render is sent, whatever answers is an error: never stored by a cache.
       reply.header('cache-control', 'no-store');
       try {
@@ -120,7 +121,7 @@ export function deliveryRoutes(app: FastifyInstance, services: Services): void {
         });
         metrics.renders.inc({ outcome: delivered.hit ? 'hit' : 'miss' });
         if (request.headers['if-none-match'] === etag || request.method === 'HEAD') {
-          delivered.body.destroy();
+          if (!Buffer.isBuffer(delivered.body)) delivered.body.destroy();
           if (request.method === 'HEAD' && request.headers['if-none-match'] !== etag) {
             return reply.type(render.contentType).header('content-length', render.bytes).send();
           }
@@ -132,5 +133,5 @@ export function deliveryRoutes(app: FastifyInstance, services: Services): void {
         throw err;
       }
     },
-  );
+  });
 }

@@ -1021,7 +1021,21 @@ export interface paths {
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * A delivery URL: the source, rendered (headers only)
+         * @description Renders the source on the first request and serves the stored render after (the way imgproxy, Cloudinary and imgix do); no API key travels, so the URL can sit in an `<img src>`. Unauthenticated: the signature is checked before anything but the key lookup.
+         *
+         *     - `keyId`: one of the account's signing keys (POST /api/signing-keys).
+         *     - `signature`: base64url without padding of HMAC-SHA256(secret, `{transform}/{source}`), the rest of the path exactly as sent, compared in constant time; `_` only when `transform` is exactly `p:{name}` of a public preset. Wrong, missing, unknown or deleted key: 403 SIGNATURE_INVALID.
+         *     - `transform`: `-` (the source as it is, re-encoded only where `f` asks) or `name:value` pairs joined by `,` in any order, each name once: `w`, `h` (px, 1–4096), `fit` (cover, contain, fill, inside, outside; default inside), `g` (gravity: center, north, northeast, east, southeast, south, southwest, west, northwest, attention, entropy, face; `attention` and `entropy` need `fit:cover`; `face` answers 400 until face detection exists), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), `f` (jpeg, png, webp, avif, gif, or auto; `jxl` is refused with 400 on this server: its image library has no JPEG XL encoder), `q` (1–100), `bg` (6 or 8 hex digits: letterbox and flattening colour), `rot` (90, 180, 270), `flip` (h, v, hv), `blur` (sigma 0.3–1000), `sharpen` (sigma 0.01–10), `page` (a PDF's page, from 1: PDF sources are not rendered yet, so any `page` is 400 naming it), `p` (a preset, expanded where it stands: pairs after it override its own, pairs before it are overridden by it). Rotation and flips apply first, then the resize, then blur and sharpen. A render is at most 4096 px a side (`w`, `h` after `dpr`, and the output of `-` or of a `fit` that enlarges: 400 naming `w` or `h`) and within the plan's pixel limits (422 IMAGE_TOO_LARGE). Unknown names and bad values are 400 VALIDATION_ERROR naming the pair.
+         *     - `f:auto` picks AVIF when Accept names image/avif, else WebP when it names image/webp, else JPEG (PNG when the source has alpha), and the answer carries `Vary: Accept`. Without `f` the source's format is kept where it can be written (else PNG with alpha, JPEG without).
+         *     - `source`: a fileId of the signing account (expired or deleted: 404; a presentation or other non-image: 415), or `o/{origin}/{path}`: `baseUrl/path` of one of its origins, fetched under the webhook address rules (ORIGIN_ALLOW_PRIVATE_NETWORKS lifts them), without following redirects, at most the plan's maxFileBytes, within ORIGIN_TIMEOUT_SECONDS (10): a `.` or `..` segment is 400, an unknown origin or an origin 404 is 404, any other failure 502 ORIGIN_FAILED, a body that is no image 415. Fetched objects are kept and revalidated with their ETag/Last-Modified after ORIGIN_CACHE_SECONDS; when a revalidation fails the kept copy is served.
+         *
+         *     The answer: the image with `Content-Type`, `Content-Length`, a strong `ETag`, `Cache-Control` (RENDER_CACHE_CONTROL, default `public, max-age=31536000, immutable`), `X-Content-Type-Options: nosniff` and `Imgapi-Cache: hit|miss`; `If-None-Match` with its ETag → 304. Errors are the JSON envelope with `Cache-Control: no-store`.
+         *
+         *     Renders are stored (local disk or S3, under `renders/`; never counted in storageBytes), shared by every process and by the account's keys, capped by RENDER_CACHE_MAX_BYTES with least-recently-used eviction, and deleted with their file, origin or preset. A miss counts one against monthlyRenders (429 RENDER_QUOTA_EXCEEDED past it; a failed render is not counted); hits are free. Concurrent misses of one render in one process make it once (and charge once); across API processes it may be made once per process. Each process renders RENDER_CONCURRENCY at once; a miss that would wait for a slot longer than RENDER_QUEUE_SECONDS is 503 RENDER_BUSY with Retry-After, and a render longer than RENDER_TIMEOUT_SECONDS is 504 RENDER_TIMEOUT.
+         */
+        head: operations["deliverHead"];
         patch?: never;
         trace?: never;
     };
@@ -17864,6 +17878,7 @@ export interface operations {
                     ETag: components["headers"]["ETag"];
                     "Cache-Control": components["headers"]["Cache-Control"];
                     "Imgapi-Cache": components["headers"]["Imgapi-Cache"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     [name: string]: unknown;
                 };
@@ -18093,6 +18108,163 @@ export interface operations {
                         };
                     };
                 };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    deliverHead: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description With `f:auto`: image/avif and image/webp choose the format. */
+                accept?: string;
+                /** @description The ETag you hold: 304 when the render is the same. */
+                "if-none-match"?: string;
+            };
+            path: {
+                /** @description A signing key id (sk_…). */
+                keyId: string;
+                /** @description base64url HMAC-SHA256 of `{transform}/{source}`, or `_` for a public preset. */
+                signature: string;
+                /** @description `-` or `name:value` pairs joined by `,` (see above). */
+                transform: string;
+                /** @description A fileId, or `o/{origin}/{path}` (this segment then holds slashes). */
+                source: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The render */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    "Content-Length": components["headers"]["Content-Length"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "Imgapi-Cache": components["headers"]["Imgapi-Cache"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not modified: the ETag matches */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "Imgapi-Cache": components["headers"]["Imgapi-Cache"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /**
+             * @description `SIGNATURE_INVALID`: The delivery URL's signature is wrong or missing, its key is unknown or deleted, or `_` was used with anything but one public preset.
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `IMAGE_TOO_LARGE`: The source (from its header, before decoding) or the render passes the plan's maxPixels, maxFrames or maxTotalPixels. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `RENDER_QUOTA_EXCEEDED`: The plan's monthlyRenders (cache misses) are used up until `details.resetsAt`; stored renders are still served. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `ORIGIN_FAILED`: The origin could not be fetched: a redirect, an error answer, a connection failure, a non-public address, no complete answer within ORIGIN_TIMEOUT_SECONDS, or a body larger than maxFileBytes. */
+            502: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `RENDER_BUSY`: Every render slot of this process is taken and none came free within RENDER_QUEUE_SECONDS; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `RENDER_TIMEOUT`: The render took longer than RENDER_TIMEOUT_SECONDS and was abandoned (nothing stored, nothing charged). */
+            504: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             "4XX": components["responses"]["MalformedRequest"];
         };

@@ -2,8 +2,8 @@
 // a Pro user creates a signing key (its secret shown once), a preset (then edits it) and an
 // origin, builds a URL in the URL builder for an uploaded file, sees the image load at the width
 // asked, copies the URL (the clipboard holds it, and it renders 200 when fetched), and deletes the
-// key (the URL is refused at once). The page passes axe and fits a 390 px phone, before and
-// after, with no CSP violation and no page error. Screenshots: test-output/screenshots/delivery/.
+// key (the URL is refused at once). The page passes axe and fits a 390 px phone, light and dark,
+// before and after, with no CSP violation and no page error. Screenshots: test-output/screenshots/delivery/.
 // SQLite is enough here: the SDK's delivery tests run the /r/ route on every dialect.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -34,13 +34,18 @@ describe('the Delivery page in a real browser', { timeout: 240_000 }, () => {
   /** axe and the phone's width, on the page as it is now, at each size. */
   async function checkPage(when: string): Promise<string[]> {
     const problems: string[] = [];
-    for (const size of SIZES) {
-      await page.setViewportSize(size);
-      const widths = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
-      if (widths.scroll > widths.inner) problems.push(`${when} at ${size.width} px: ${widths.scroll} px wide`);
-      for (const violation of await axeViolations(page)) problems.push(`${when} at ${size.width} px: ${violation}`);
-      await page.screenshot({ path: path.join(SCREENSHOTS, `${when.replace(/ /g, '-')}-${size.width}.png`), fullPage: true });
+    for (const colorScheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme });
+      for (const size of SIZES) {
+        const where = `${when} at ${size.width} px, ${colorScheme}`;
+        await page.setViewportSize(size);
+        const widths = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
+        if (widths.scroll > widths.inner) problems.push(`${where}: ${widths.scroll} px wide`);
+        for (const violation of await axeViolations(page)) problems.push(`${where}: ${violation}`);
+        await page.screenshot({ path: path.join(SCREENSHOTS, `${where.replace(/[ ,]+/g, '-')}.png`), fullPage: true });
+      }
     }
+    await page.emulateMedia({ colorScheme: 'light' });
     await page.setViewportSize(SIZES[0]!);
     return problems;
   }

@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { Imgapi as BrowserImgapi, DeliveryUrlError, deliveryUrl, sourceSegment, transformSegment } from '../../sdk/index.js';
 import { deliveryUrlSync, Imgapi } from '../../sdk/node.js';
+import { clientCommand } from '../../src/cli/client.js';
 import { DIALECTS, corpusFile, type TestServer } from '../helpers.js';
 import { startPublicServer } from './support.js';
 
@@ -126,6 +127,66 @@ describe('delivery URLs (SDK, offline)', () => {
     await assert.rejects(deliveryUrl('file_abc', 'w:10', { baseUrl: BASE, signingKey: publicKey }), /needs the key's secret/);
     await assert.rejects(new Imgapi({ baseUrl: BASE }).url('file_abc', 'w:10'), /needs the signingKey option/);
     assert.throws(() => deliveryUrlSync('file_abc', 'w:10', { baseUrl: BASE, signingKey: { keyId: 'a/b', secret: 'x' } }), /not a signing key id/);
+  });
+});
+
+describe('imgapi url (in-process; test/sdk/cli.test.ts runs the binary)', () => {
+  /** The command with `args` and `env`: its exit status and what it printed. */
+  async function url(args: string[], env: Record<string, string>) {
+    let stdout = '';
+    let stderr = '';
+    const stream = (write: (text: string) => void) => ({ write: (text: string) => (write(text), true) }) as unknown as NodeJS.WriteStream;
+    const code = await clientCommand('url', args, { stdout: stream((t) => (stdout += t)), stderr: stream((t) => (stderr += t)), env });
+    return { code, stdout, stderr };
+  }
+  const env = { IMGAPI_URL: BASE, IMGAPI_SIGNING_KEY_ID: KEY.keyId, IMGAPI_SIGNING_SECRET: KEY.secret };
+
+  it('prints the URL the SDK builds, from pairs or --transform', async () => {
+    const options = { baseUrl: BASE, signingKey: KEY };
+    assert.deepEqual(await url(['file_abc', '--w', '720', '--fit=cover', '--g', 'attention', '--dpr', '1.5'], env), {
+      code: 0,
+      stdout: `${deliveryUrlSync('file_abc', { w: 720, fit: 'cover', g: 'attention', dpr: 1.5 }, options)}\n`,
+      stderr: '',
+    });
+    assert.equal(
+      (await url(['file_abc', '--transform', 'f:webp,w:10', '--json'], env)).stdout,
+      `${JSON.stringify({ url: deliveryUrlSync('file_abc', 'f:webp,w:10', options) })}\n`,
+    );
+    assert.equal(
+      (await url(['--', 'o/shop/-a b.jpg'], env)).stdout,
+      `${deliveryUrlSync({ origin: 'shop', path: '-a b.jpg' }, undefined, options)}\n`,
+    );
+  });
+
+  it("a usage error is one line naming the problem, then the command's usage, exit 2", async () => {
+    const cases: [string[], Record<string, string>, string][] = [
+      [['file_abc', '--w', '10', '--transform', 'h:10'], env, 'url: give the transform either as --transform or as pairs (--w …), not both'],
+      [['file_abc', '--w', '10', '--w', '20'], env, 'url: --w is given twice'],
+      [['file_abc', '--w'], env, 'url: --w needs a value'],
+      [['file_abc', 'file_def'], env, 'url: name one source: a fileId or o/<origin>/<path>'],
+      [[], env, 'url: name one source: a fileId or o/<origin>/<path>'],
+      [['o/shop'], env, 'url: "o/shop" names no path: write o/<origin>/<path>'],
+      [['o/shop/a/../b.jpg'], env, 'url: the origin path "a/../b.jpg" has a "." or ".." segment'],
+      [
+        ['file_abc', '--transform', 'w:1,constructor:2'],
+        env,
+        'url: unknown transform name "constructor"; known: p, w, h, fit, g, dpr, f, q, bg, rot, flip, blur, sharpen, page',
+      ],
+      [
+        ['file_abc', '--p', 'card', '--w', '10', '--public'],
+        env,
+        'url: an unsigned (_) URL takes exactly one public preset as its transform: "p:name"',
+      ],
+      [['file_abc'], { ...env, IMGAPI_URL: 'not a url' }, 'url: --url (or IMGAPI_URL) is not a URL: "not a url"'],
+    ];
+    for (const [args, caseEnv, line] of cases) {
+      const result = await url(args, caseEnv);
+      assert.equal(result.code, 2, args.join(' '));
+      assert.equal(result.stdout, '');
+      const [first, blank, usage] = result.stderr.split('\n');
+      assert.deepEqual([first, blank, usage], [`imgapi: ${line}`, '', 'Usage:'], args.join(' '));
+      assert.match(result.stderr, /^ {2}url <fileId \| o\/<origin>\/<path>>/m);
+    }
   });
 });
 

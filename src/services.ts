@@ -95,7 +95,7 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     dataDir: config.dataDir,
     renderCacheBytes: () => delivery.cache.totalBytes(),
   });
-  const delivery = new Delivery({ config, clock, database, storage, plans, metrics });
+  const delivery = new Delivery({ config, clock, database, storage, plans, metrics, events });
   return {
     config,
     delivery,

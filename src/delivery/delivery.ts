@@ -3,8 +3,8 @@
 // writes the answer.
 //
 // - The signature is checked before anything but the key lookup (cached: signing-keys.ts).
-// - Cache keys hash the account, the source's identity and version (a file's id and content
-//   hash; an origin object's origin id, path and content hash), the normalised transform with
+// - Cache keys hash the account, the source's identity and version (a file's id, which names
+//   its bytes for ever; an origin object's origin id, path and content hash), the normalised transform with
 //   its preset expanded, and the negotiated format: a change to any of them is a new key, so
 //   an old render is never served for it. Keys of one account share renders (the key id is not
 //   in the cache key): deleting a signing key stops its URLs at the signature check.
@@ -28,6 +28,7 @@ import { getLiveFile } from '../files/files.js';
 import { IMAGE_FORMATS, type OutputFormat } from '../imaging/formats.js';
 import { sha256Hex } from '../ids.js';
 import type { Metrics } from '../metrics.js';
+import type { QueueEvents } from '../queue/events.js';
 import type { ObjectStorage } from '../storage/storage.js';
 import { ownedTempPrefix } from '../temp-files.js';
 import { RenderSlots } from './admission.js';
@@ -36,7 +37,7 @@ import { findOrigin } from './origins.js';
 import { findPreset } from './presets.js';
 import { mediaTypeOf, render } from './render.js';
 import { RenderCache, type CachedRender } from './render-cache.js';
-import { findSigningKey, signatureMatches } from './signing-keys.js';
+import { deleteSigningKey, findSigningKey, forgetSigningKeys, signatureMatches } from './signing-keys.js';
 import { invalidPair, normalise, parsePairs, presetOf, resolveTransform, type Transform } from './transform.js';
 
 export interface DeliveryRequest {
@@ -68,6 +69,10 @@ interface Source {
   stillLive(): Promise<boolean>;
 }
 
+const FILE_ID = /^[A-Za-z0-9_-]{1,100}$/;
+/** A stored file is never rewritten: its id names its bytes for ever. */
+const FILE_VERSION = 'immutable';
+
 const signatureInvalid = () => new AppError('SIGNATURE_INVALID', 'The URL signature does not match its key, or the key is unknown or deleted');
 
 export interface DeliveryServices {
@@ -77,6 +82,7 @@ export interface DeliveryServices {
   storage: ObjectStorage;
   plans: PlanTable;
   metrics: Metrics;
+  events: QueueEvents;
 }
 
 export class Delivery {
@@ -88,6 +94,14 @@ export class Delivery {
   constructor(private readonly services: DeliveryServices) {
     this.cache = new RenderCache(services.database, services.storage, services.config.renderCacheMaxBytes);
     this.slots = new RenderSlots(services.config.renderConcurrency, services.config.renderQueueMs);
+    // Another process deleted a key: drop this process's copies now.
+    services.events.on('changed:signing-keys', () => forgetSigningKeys(services.database));
+  }
+
+  /** Deletes a signing key: its URLs stop at once here and, told through the database, in the other processes. */
+  async deleteSigningKey(accountId: string, keyId: string): Promise<void> {
+    await deleteSigningKey(this.services.database, accountId, keyId);
+    this.services.events.changed('signing-keys');
   }
 
   async deliver(request: DeliveryRequest): Promise<Delivered> {
@@ -114,17 +128,26 @@ export class Delivery {
     if (presetName && !preset) throw invalidPair('p', `the account has no preset named "${presetName}"`);
     const transform = resolveTransform(pairs, preset?.pairs);
     const now = clock.now();
-    const source = await this.locate(key.accountId, sourceText, transform, limits, now);
-
     const negotiated = transform.f === 'auto';
     const format = outputFormat(transform, request.accept);
     const formatClass = typeof format === 'function' ? 'auto-legacy' : (format ?? 'source');
-    const cacheKey = sha256Hex([key.accountId, source.id, source.version, normalise(transform), formatClass].join('\n'));
+    const keyOf = (sourceId: string, version: string) => sha256Hex([key.accountId, sourceId, version, normalise(transform), formatClass].join('\n'));
+    const hit = async (cacheKey: string): Promise<Delivered | undefined> => {
+      const cached = await this.cache.find(cacheKey, now);
+      const body = cached && (await this.cache.open(cached));
+      return cached && body ? { render: cached, body, hit: true, negotiated } : undefined;
+    };
 
-    const cached = await this.cache.find(cacheKey, now);
-    if (cached) {
-      const body = await this.cache.open(cached);
-      if (body) return { render: cached, body, hit: true, negotiated };
+    // A file's bytes never change: its id is its version, so a hit needs no read of the file
+    // (a deleted file's renders are purged with it; an expired one's carry its expiry).
+    const fileId = sourceText.startsWith('o/') ? undefined : sourceText;
+    const early = fileId !== undefined && FILE_ID.test(fileId) ? await hit(keyOf(`file:${fileId}`, FILE_VERSION)) : undefined;
+    if (early) return early;
+    const source = await this.locate(key.accountId, sourceText, transform, limits, now);
+    const cacheKey = keyOf(source.id, source.version);
+    if (fileId === undefined) {
+      const found = await hit(cacheKey);
+      if (found) return found;
     }
     let pending = this.inFlight.get(cacheKey);
     if (!pending) {
@@ -166,7 +189,7 @@ export class Delivery {
         stillLive: async () => (await findOrigin(database, accountId, name))?.id === origin.id,
       };
     }
-    if (!/^[A-Za-z0-9_-]{1,100}$/.test(text)) {
+    if (!FILE_ID.test(text)) {
       throw new AppError('VALIDATION_ERROR', 'source: is neither a fileId nor o/{origin}/{path}', {
         fields: [{ field: 'source', message: 'is neither a fileId nor o/{origin}/{path}' }],
       });
@@ -186,7 +209,7 @@ export class Delivery {
     }
     return {
       id: `file:${file.id}`,
-      version: file.etag,
+      version: FILE_VERSION,
       storageKey: file.storage_key,
       format: file.format,
       expiresAt: file.expires_at,

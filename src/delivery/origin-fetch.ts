@@ -20,7 +20,7 @@ import { sha256Hex } from '../ids.js';
 import type { Database } from '../db/database.js';
 import { findOriginObject, forgetOriginObject, saveOriginObject, type Origin, type OriginObject } from './origins.js';
 
-export const ORIGIN_OBJECTS_PREFIX = 'origin-objects';
+const ORIGIN_OBJECTS_PREFIX = 'origin-objects';
 
 export interface OriginFetchOptions {
   database: Database;
@@ -63,7 +63,7 @@ export async function originObject(origin: Origin, path: string, options: Origin
   let outcome = 'error';
   try {
     const fetched = await fetchObject(origin, path, kept, options);
-    outcome = fetched === kept ? 'revalidated' : 'fetched';
+    outcome = kept && fetched.contentHash === kept.contentHash ? 'revalidated' : 'fetched';
     return fetched;
   } catch (err) {
     if (err instanceof AppError && err.code === 'NOT_FOUND') {

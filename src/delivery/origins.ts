@@ -16,7 +16,7 @@ export interface Origin {
 
 type Row = { id: string; name: string; base_url: string; created_at: number };
 
-export const originToApi = (row: Row) => ({ name: row.name, baseUrl: row.base_url, createdAt: iso(row.created_at) });
+const originToApi = (row: Row) => ({ name: row.name, baseUrl: row.base_url, createdAt: iso(row.created_at) });
 
 /** Creates an origin, at most `limit` per account (counted under the account's lock): else 403 ORIGIN_LIMIT_EXCEEDED. */
 export async function createOrigin(

@@ -17,7 +17,7 @@ export interface Preset {
 
 type Row = { name: string; transform: string; public: number; created_at: number; updated_at: number };
 
-export const presetToApi = (row: Row) => ({
+const presetToApi = (row: Row) => ({
   name: row.name,
   transform: row.transform,
   public: row.public === 1,

@@ -15,7 +15,7 @@ import type { Database } from '../db/database.js';
 import { isObjectNotFound, type ObjectStorage } from '../storage/storage.js';
 import { Readable } from 'node:stream';
 
-export const RENDERS_PREFIX = 'renders';
+const RENDERS_PREFIX = 'renders';
 /** "Last used" is bumped at most this often per render. */
 const REFRESH_USED_MS = 60_000;
 const EVICT_BATCH = 100;

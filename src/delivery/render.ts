@@ -85,7 +85,7 @@ function effects(transform: Transform): JobStep | undefined {
 }
 
 /** The render's size for a source of `source` size, before decoding: at most MAX_RENDER_SIDE a side. */
-export function plannedSize(transform: Transform, source: Size): Size {
+function plannedSize(transform: Transform, source: Size): Size {
   let size = transform.rot === 90 || transform.rot === 270 ? { width: source.height, height: source.width } : source;
   if (transform.w !== undefined || transform.h !== undefined)
     size = resizedSize(size, { width: transform.w, height: transform.h, fit: transform.fit });

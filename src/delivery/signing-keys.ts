@@ -8,7 +8,9 @@
 //
 // Keys are looked up on every /r/ request, so they are served from memory for at most
 // KEY_CACHE_MS (the bound API keys have, accounts.ts): a key deleted through this process stops
-// working at once here (the cache is cleared), and within KEY_CACHE_MS in every other process.
+// working at once here (the cache is cleared); other processes are told at once where the
+// database carries messages (PostgreSQL NOTIFY, `changed:signing-keys`: delivery.ts), and in
+// any case stop within KEY_CACHE_MS.
 import crypto from 'node:crypto';
 import type { Database, Tx } from '../db/database.js';
 import { notFound } from '../errors.js';
@@ -19,7 +21,7 @@ import { newId } from '../ids.js';
  * How long a key (and its account's plan and state) may be served from memory: a deletion, a
  * plan change or a disable made by another process applies within this.
  */
-export const KEY_CACHE_MS = 900;
+const KEY_CACHE_MS = 900;
 const KEY_CACHE_ENTRIES = 10_000;
 
 /** A signing key as the /r/ route needs it: its secret and its account's plan and state. */
@@ -113,7 +115,7 @@ export async function findSigningKey(database: Database, keyId: string): Promise
 }
 
 /** base64url (no padding) of HMAC-SHA256(secret, signed). */
-export const signDeliveryPath = (secret: string, signed: string): string => crypto.createHmac('sha256', secret).update(signed).digest('base64url');
+const signDeliveryPath = (secret: string, signed: string): string => crypto.createHmac('sha256', secret).update(signed).digest('base64url');
 
 /** Whether `signature` is the HMAC of `signed` under `secret`, compared in constant time. */
 export function signatureMatches(secret: string, signed: string, signature: string): boolean {

@@ -21,13 +21,13 @@ export const GRAVITIES = [
   'entropy',
   'face',
 ] as const;
-export const DELIVERY_FORMATS = ['jpeg', 'png', 'webp', 'avif', 'gif', 'jxl', 'auto'] as const;
-export const FLIPS = ['h', 'v', 'hv'] as const;
+const DELIVERY_FORMATS = ['jpeg', 'png', 'webp', 'avif', 'gif', 'jxl', 'auto'] as const;
+const FLIPS = ['h', 'v', 'hv'] as const;
 
 /** The largest side of a render, after `dpr`. */
 export const MAX_RENDER_SIDE = 4096;
 /** Preset names, and origin names: the same alphabet. */
-export const NAME_PATTERN = /^[a-z0-9-]{1,32}$/;
+const NAME_PATTERN = /^[a-z0-9-]{1,32}$/;
 
 export interface Transform {
   w?: number;
@@ -67,7 +67,7 @@ const choice = (values: readonly string[]): Pair => ({
 });
 
 /** Every pair the grammar knows, with its range. */
-export const PAIRS: Record<Name, Pair> = {
+const PAIRS: Record<Name, Pair> = {
   p: { parse: (text) => (NAME_PATTERN.test(text) ? text : undefined), expects: 'a preset name ([a-z0-9-], 1–32 characters)' },
   w: { ...integer(1, MAX_RENDER_SIDE), expects: `a width in px from 1 to ${MAX_RENDER_SIDE}` },
   h: { ...integer(1, MAX_RENDER_SIDE), expects: `a height in px from 1 to ${MAX_RENDER_SIDE}` },
@@ -155,30 +155,22 @@ export function normalise(transform: Transform): string {
   return parts.length ? parts.join(',') : '-';
 }
 
-/** A preset's transform: pairs without `p` (presets do not nest), normalised as written (no dpr applied). */
-export function parsePresetTransform(text: string): { text: string; pairs: Pairs } {
+/**
+ * A preset's transform (a request body's `transform`): pairs without `p` (presets do not nest),
+ * checked as a URL's are (so a preset that cannot render is refused now), normalised as written
+ * (`dpr` kept: it applies where the preset is used). Faults are 400 naming `transform`.
+ */
+export function parsePresetTransform(text: string): string {
+  const asField = (message: string) => new AppError('VALIDATION_ERROR', `transform: ${message}`, { fields: [{ field: 'transform', message }] });
   let pairs: Pairs;
   try {
     pairs = parsePairs(text);
-  } catch (err) {
-    if (err instanceof AppError) {
-      throw new AppError('VALIDATION_ERROR', `transform: ${err.message}`, { fields: [{ field: 'transform', message: err.message }] });
-    }
-    throw err;
-  }
-  if (presetOf(pairs))
-    throw new AppError('VALIDATION_ERROR', 'transform: a preset cannot name another preset (p)', {
-      fields: [{ field: 'transform', message: 'presets do not nest' }],
-    });
-  // The same checks as a URL's (dpr, gravity, formats), so a preset that cannot render is refused now.
-  try {
+    if (presetOf(pairs)) throw asField('a preset cannot name another preset (p)');
     resolveTransform(pairs);
   } catch (err) {
-    if (err instanceof AppError)
-      throw new AppError('VALIDATION_ERROR', `transform: ${err.message}`, { fields: [{ field: 'transform', message: err.message }] });
-    throw err;
+    throw err instanceof AppError && err.message.startsWith('transform: ') ? err : err instanceof AppError ? asField(err.message) : err;
   }
   const byName = new Map(pairs);
   const normalised = ORDER.filter((name) => byName.has(name)).map((name) => `${name}:${String(byName.get(name))}`);
-  return { text: normalised.length ? normalised.join(',') : '-', pairs };
+  return normalised.length ? normalised.join(',') : '-';
 }

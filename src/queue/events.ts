@@ -5,7 +5,7 @@
 // slow poll is the safety net either way.
 import { EventEmitter } from 'node:events';
 
-/** What crosses processes: `queued`, or `finished:<taskId>`. */
+/** What crosses processes: `queued`, `finished:<taskId>`, or `changed:<what>` (a cache to drop: `changed:signing-keys`). */
 export type QueueMessage = string;
 
 export class QueueEvents extends EventEmitter {
@@ -30,9 +30,18 @@ export class QueueEvents extends EventEmitter {
     this.emit('finished', taskId);
     this.publish?.(`finished:${taskId}`);
   }
+  /**
+   * Something other processes cache changed (`signing-keys`): they drop their copies now, not
+   * at the end of their cache's time bound. Listen with `on('changed:<what>')`.
+   */
+  changed(what: string): void {
+    this.emit(`changed:${what}`);
+    this.publish?.(`changed:${what}`);
+  }
   /** A message from another process: woken here, not published again. */
   deliver(message: QueueMessage): void {
     if (message === 'queued') this.emit('queued');
+    else if (message.startsWith('changed:')) this.emit(message);
     else if (message.startsWith('finished:')) {
       this.emit(message);
       this.emit('finished', message.slice('finished:'.length));

@@ -5,7 +5,7 @@ import type { Services } from '../../services.js';
 import type { Tx } from '../../db/database.js';
 import { withIdempotency } from '../../db/idempotency.js';
 import { AppError } from '../../errors.js';
-import { createSigningKey, deleteSigningKey, listSigningKeys } from '../../delivery/signing-keys.js';
+import { createSigningKey, listSigningKeys } from '../../delivery/signing-keys.js';
 import { createPreset, deletePreset, listPresets, updatePreset } from '../../delivery/presets.js';
 import { createOrigin, deleteOrigin, listOrigins } from '../../delivery/origins.js';
 import { parsePresetTransform } from '../../delivery/transform.js';
@@ -106,14 +106,15 @@ export function deliveryApiRoutes(app: FastifyInstance, services: Services): voi
         security: API_SECURITY,
         summary: 'Delete a signing key',
         description:
-          'Its URLs answer 403 SIGNATURE_INVALID at once in the process that deleted it and within a second in every other API process (keys are ' +
-          'cached for at most 0.9 s). Renders are shared by the keys of an account, so they stay for its other keys.',
+          'Its URLs answer 403 SIGNATURE_INVALID at once in the process that deleted it, at once in the other API processes on PostgreSQL ' +
+          '(told by NOTIFY), and in any case within a second (keys are cached for at most 0.9 s). Renders are shared by the keys of an ' +
+          'account, so they stay for its other keys.',
         params: keyParam,
         response: apiResponses({ 204: noContent('Deleted') }, [...API_WRITE, ...VALIDATED, 'NOT_FOUND']),
       },
     },
     async (request: FastifyRequest<{ Params: { keyId: string } }>, reply) => {
-      await deleteSigningKey(database, request.account.id, request.params.keyId);
+      await delivery.deleteSigningKey(request.account.id, request.params.keyId);
       return reply.code(204).send();
     },
   );
@@ -138,7 +139,7 @@ export function deliveryApiRoutes(app: FastifyInstance, services: Services): voi
       config: documentAs({ body: ref('CreatePresetRequest') }),
     },
     async (request: FastifyRequest<{ Body: { name: string; transform: string; public?: boolean } }>, reply) => {
-      const { text } = parsePresetTransform(request.body.transform);
+      const text = parsePresetTransform(request.body.transform);
       return idempotent(request, reply, 'presets', (tx, now) =>
         createPreset(tx, request.account.id, { name: request.body.name, transform: text, public: request.body.public ?? false }, now),
       );
@@ -175,7 +176,7 @@ export function deliveryApiRoutes(app: FastifyInstance, services: Services): voi
       config: documentAs({ body: ref('UpdatePresetRequest') }),
     },
     async (request: FastifyRequest<{ Params: { name: string }; Body: { transform: string; public?: boolean } }>) => {
-      const { text } = parsePresetTransform(request.body.transform);
+      const text = parsePresetTransform(request.body.transform);
       const preset = await updatePreset(
         database,
         request.account.id,

@@ -901,7 +901,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a signing key
-         * @description Its URLs answer 403 SIGNATURE_INVALID at once in the process that deleted it and within a second in every other API process (keys are cached for at most 0.9 s). Renders are shared by the keys of an account, so they stay for its other keys.
+         * @description Its URLs answer 403 SIGNATURE_INVALID at once in the process that deleted it, at once in the other API processes on PostgreSQL (told by NOTIFY), and in any case within a second (keys are cached for at most 0.9 s). Renders are shared by the keys of an account, so they stay for its other keys.
          */
         delete: operations["deleteSigningKey"];
         options?: never;

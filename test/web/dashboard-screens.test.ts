@@ -268,7 +268,10 @@ describe('every dashboard screen: accessible, fits a phone, light and dark', { t
         {
           name: 'delivery',
           path: '/delivery',
-          ready: (p) => p.getByTestId('url-builder').locator('select[name=fileId] option').first().waitFor({ state: 'attached' }),
+          ready: async (p) => {
+            await p.getByTestId('no-renders').waitFor();
+            await p.getByTestId('url-builder').locator('select[name=fileId] option').first().waitFor({ state: 'attached' });
+          },
         },
         { name: 'not-found', path: '/tasks/task_x/nothing', status: 404, ready: (p) => p.getByTestId('not-found').waitFor() },
       ],

@@ -6,7 +6,7 @@
 import { useState, type FormEvent, type ReactNode } from 'react';
 import type { components } from '../../../sdk/openapi';
 import { DeliveryUrlError, deliveryUrl, transformSegment, type DeliverySource, type Transform } from '../../../sdk/delivery';
-import { api, type ApiFile } from '../api';
+import { api, type AccountInfo, type ApiFile } from '../api';
 import { ConfirmDialog, CopyButton, ErrorBox, PageTitle, useAsync } from '../components';
 import { DataTable, type Column } from '../data-table';
 import { dateTime } from '../format';
@@ -603,8 +603,10 @@ export function DeliveryPage() {
   const keys = useAsync((signal) => api.get<{ signingKeys: SigningKey[] }>('/api/signing-keys', { signal }), []);
   const presets = useAsync((signal) => api.get<{ presets: Preset[] }>('/api/presets', { signal }), []);
   const origins = useAsync((signal) => api.get<{ origins: Origin[]; limit: number }>('/api/origins', { signal }), []);
+  const account = useAsync((signal) => api.get<AccountInfo>('/api/account', { signal }), []);
   // Secrets of keys created on this visit: in memory only, gone when the page is left.
   const [secrets, setSecrets] = useState(new Map<string, string>());
+  const renders = account.data?.limits.monthlyRenders;
   return (
     <>
       <PageTitle title="Delivery" />
@@ -612,6 +614,11 @@ export function DeliveryPage() {
         Delivery URLs render an image on the first request and serve the stored render afterwards, for an <code>&lt;img src&gt;</code>: signed, so no
         API key travels. See "Delivery URLs" in the README and <a href="/docs">the API reference</a>.
       </p>
+      {renders === 0 && (
+        <div className="notice" data-testid="no-renders">
+          Your plan includes no delivery renders: its URLs answer 429 RENDER_QUOTA_EXCEEDED until the account moves to Pro or Max.
+        </div>
+      )}
       <SigningKeys
         list={keys}
         onCreated={(key) => {

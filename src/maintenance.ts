@@ -13,6 +13,7 @@ import { pruneRateLimits } from './accounts/rate-limit.js';
 import { pruneSessions } from './accounts/sessions.js';
 import { pruneIdempotencyKeys } from './db/idempotency.js';
 import { pruneDeliveries } from './webhooks/store.js';
+import { sweepExpiredRenders } from './delivery/render-cache.js';
 import { deleteTaskOutputs, type ObjectStorage } from './storage/storage.js';
 import { markOutputsSwept, unsweptEndedWithoutOutputs } from './tasks/tasks.js';
 
@@ -121,6 +122,8 @@ export class Maintenance {
     await pruneRateLimits(database, now);
     await pruneSessions(database, now);
     await pruneDeliveries(database, now);
+    const renders = await sweepExpiredRenders(database, this.deps.storage, now);
+    if (renders) logger.info({ renders }, 'retention sweep deleted the delivery-URL renders of expired files');
     if (swept) logger.info({ swept }, 'retention sweep deleted expired files');
     return true;
   }

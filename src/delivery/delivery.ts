@@ -122,7 +122,14 @@ export class Delivery {
     if (key.disabled) throw new AppError('ACCOUNT_DISABLED', 'The account of this URL has been disabled by the operator');
     const limits = limitsOf(this.services.plans, key.plan);
 
-    const pairs = parsePairs(transformText);
+    // What was signed is the text as sent; what is read is its decoded form (w%3A100 is w:100).
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(transformText);
+    } catch {
+      throw invalidPair('transform', 'is not valid percent-encoding');
+    }
+    const pairs = parsePairs(decoded);
     const presetName = presetOf(pairs);
     const preset = presetName ? await findPreset(database, key.accountId, presetName) : undefined;
     if (presetName && !preset) throw invalidPair('p', `the account has no preset named "${presetName}"`);

@@ -157,17 +157,36 @@ export class RenderCache {
     return rows.length;
   }
 
-  /** Rows first (nothing serves them after), then the objects. */
-  private async remove(rows: { key: string; storage_key: string }[]): Promise<void> {
-    if (rows.length === 0) return;
-    await this.database.db
-      .deleteFrom('render_cache')
-      .where(
-        'key',
-        'in',
-        rows.map((r) => r.key),
-      )
-      .execute();
-    for (const row of rows) await this.storage.delete(row.storage_key).catch(() => undefined);
+  private remove(rows: { key: string; storage_key: string }[]): Promise<void> {
+    return removeRenders(this.database, this.storage, rows);
   }
+}
+
+/** Rows first (nothing serves them after), then the objects. */
+async function removeRenders(database: Database, storage: ObjectStorage, rows: { key: string; storage_key: string }[]): Promise<void> {
+  if (rows.length === 0) return;
+  await database.db
+    .deleteFrom('render_cache')
+    .where(
+      'key',
+      'in',
+      rows.map((r) => r.key),
+    )
+    .execute();
+  for (const row of rows) await storage.delete(row.storage_key).catch(() => undefined);
+}
+
+/**
+ * The retention sweep's part (maintenance.ts): renders of files that have expired are no longer
+ * served (their rows carry the expiry); this deletes them, a batch per tick. Returns how many.
+ */
+export async function sweepExpiredRenders(database: Database, storage: ObjectStorage, now: number): Promise<number> {
+  const rows = await database.db
+    .selectFrom('render_cache')
+    .select(['key', 'storage_key'])
+    .where('expires_at', '<=', now)
+    .limit(EVICT_BATCH * 5)
+    .execute();
+  await removeRenders(database, storage, rows);
+  return rows.length;
 }

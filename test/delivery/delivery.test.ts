@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DIALECTS, startServer, type TestServer } from '../helpers.js';
+import { sweepExpiredRenders } from '../../src/delivery/render-cache.js';
 import { fetchDelivery, png, rawGet, sign, signer, sizeOf, startOrigin, type Origin, type Signer } from './helpers.js';
 
 const renderRows = (server: TestServer) => server.services.delivery.cache.totalBytes();
@@ -43,6 +44,10 @@ for (const dialect of DIALECTS) {
       assert.ok(list.body.data.signingKeys.every((k: object) => !('secret' in k)));
       assert.equal((await a.client.request('DELETE', `/api/signing-keys/${created.body.data.keyId}`)).status, 204);
       assert.equal((await a.client.request('DELETE', `/api/signing-keys/${created.body.data.keyId}`)).status, 404);
+      // An Idempotency-Key makes a repeat answer the first key, not a second one.
+      const once = await a.client.post('/api/signing-keys', {}, { 'idempotency-key': 'key-once' });
+      const twice = await a.client.post('/api/signing-keys', {}, { 'idempotency-key': 'key-once' });
+      assert.equal(twice.body.data.keyId, once.body.data.keyId);
     });
 
     it('a miss renders and stores, a hit serves the stored render; ETag → 304; HEAD', async () => {
@@ -61,8 +66,16 @@ for (const dialect of DIALECTS) {
       assert.equal(second.headers.get('imgapi-cache'), 'hit');
       assert.deepEqual(second.body, first.body);
       assert.equal(second.headers.get('etag'), etag);
-      const notModified = await a.get(url, { 'if-none-match': etag });
-      assert.equal(notModified.status, 304);
+      for (const ifNoneMatch of [etag, `"other", ${etag}`, `W/${etag}`, '*']) {
+        const notModified = await a.get(url, { 'if-none-match': ifNoneMatch });
+        assert.equal(notModified.status, 304, ifNoneMatch);
+        assert.equal(notModified.headers.get('etag'), etag);
+      }
+      assert.equal((await a.get(url, { 'if-none-match': '"other"' })).status, 200);
+      // The transform as sent is signed; percent-encoded, it reads the same.
+      const encoded = await a.get(a.url('w%3A60', fileId));
+      assert.equal(encoded.status, 200);
+      assert.equal(encoded.headers.get('etag'), etag);
       const head = await a.get(url, {}, 'HEAD');
       assert.equal(head.status, 200);
       assert.equal(Number(head.headers.get('content-length')), first.body.length);
@@ -242,6 +255,13 @@ for (const dialect of DIALECTS) {
       assert.ok((await renderRows(server)) < before);
       const gone = await a.get(a.url('w:10', doomed));
       assert.equal(gone.status, 404);
+      // An expired file's renders are not served (404, as the file) and the retention sweep deletes them.
+      const expiring = await a.client.uploadOk(await png(30, 30), 'expiring.png');
+      assert.equal((await a.get(a.url('w:11', expiring))).status, 200);
+      const kept = await renderRows(server);
+      const later = Date.now() + 400 * 86_400_000;
+      assert.ok((await sweepExpiredRenders(server.services.database, server.services.storage, later)) >= 1);
+      assert.ok((await renderRows(server)) < kept);
     });
 
     it('concurrent misses of one render make it once and charge once; hits are free', async () => {

@@ -45,6 +45,15 @@ function splitPath(url: string): { keyId: string; signature: string; signed: str
   return { keyId: path.slice(0, first), signature: path.slice(first + 1, second), signed: path.slice(second + 1) };
 }
 
+/** Whether If-None-Match names the ETag (a list, weak forms and `*` included, as RFC 9110 compares for GET). */
+function matches(ifNoneMatch: string | undefined, etag: string): boolean {
+  if (!ifNoneMatch) return false;
+  return ifNoneMatch.split(',').some((tag) => {
+    const value = tag.trim();
+    return value === '*' || value.replace(/^W\//, '') === etag;
+  });
+}
+
 export function deliveryRoutes(app: FastifyInstance, services: Services): void {
   const { delivery, metrics, config } = services;
 
@@ -120,9 +129,10 @@ export function deliveryRoutes(app: FastifyInstance, services: Services): void {
           ...(delivered.negotiated ? { vary: 'Accept' } : {}),
         });
         metrics.renders.inc({ outcome: delivered.hit ? 'hit' : 'miss' });
-        if (request.headers['if-none-match'] === etag || request.method === 'HEAD') {
+        const notModified = matches(request.headers['if-none-match'], etag);
+        if (notModified || request.method === 'HEAD') {
           if (!Buffer.isBuffer(delivered.body)) delivered.body.destroy();
-          if (request.method === 'HEAD' && request.headers['if-none-match'] !== etag) {
+          if (!notModified) {
             return reply.type(render.contentType).header('content-length', render.bytes).send();
           }
           return reply.code(304).send();

@@ -3089,14 +3089,10 @@ export interface components {
         "Content-Length": number;
         /** @description Byte ranges are served. */
         "Accept-Ranges": "bytes";
-        /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); a delivery URL's error: `no-store`. */
-        "Cache-Control": string;
         /** @description `Accept` when the format was chosen from it (`f:auto`). */
         Vary: string;
         /** @description `hit`: served from the stored render; `miss`: rendered for this request (and stored). */
         "Imgapi-Cache": "hit" | "miss";
-        /** @description `nosniff`: the bytes are only what Content-Type says. */
-        "X-Content-Type-Options": "nosniff";
     };
     pathItems: never;
 }
@@ -17856,9 +17852,11 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     ETag: components["headers"]["ETag"];
                     "Content-Length": components["headers"]["Content-Length"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     "Imgapi-Cache": components["headers"]["Imgapi-Cache"];
-                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    /** @description `nosniff`: the bytes are only what Content-Type says. */
+                    "X-Content-Type-Options"?: "nosniff";
                     Vary: components["headers"]["Vary"];
                     [name: string]: unknown;
                 };
@@ -17876,9 +17874,11 @@ export interface operations {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     ETag: components["headers"]["ETag"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     "Imgapi-Cache": components["headers"]["Imgapi-Cache"];
-                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    /** @description `nosniff`: the bytes are only what Content-Type says. */
+                    "X-Content-Type-Options"?: "nosniff";
                     Vary: components["headers"]["Vary"];
                     [name: string]: unknown;
                 };
@@ -17888,7 +17888,8 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17912,7 +17913,8 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17932,7 +17934,8 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17952,7 +17955,8 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17972,7 +17976,8 @@ export interface operations {
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17992,7 +17997,8 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18012,7 +18018,8 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18032,7 +18039,8 @@ export interface operations {
             502: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18052,7 +18060,8 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
@@ -18073,7 +18082,8 @@ export interface operations {
             504: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18093,7 +18103,8 @@ export interface operations {
             507: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18141,9 +18152,11 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     ETag: components["headers"]["ETag"];
                     "Content-Length": components["headers"]["Content-Length"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     "Imgapi-Cache": components["headers"]["Imgapi-Cache"];
-                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    /** @description `nosniff`: the bytes are only what Content-Type says. */
+                    "X-Content-Type-Options"?: "nosniff";
                     Vary: components["headers"]["Vary"];
                     [name: string]: unknown;
                 };
@@ -18154,9 +18167,11 @@ export interface operations {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     ETag: components["headers"]["ETag"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     "Imgapi-Cache": components["headers"]["Imgapi-Cache"];
-                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    /** @description `nosniff`: the bytes are only what Content-Type says. */
+                    "X-Content-Type-Options"?: "nosniff";
                     Vary: components["headers"]["Vary"];
                     [name: string]: unknown;
                 };
@@ -18166,7 +18181,8 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -18179,7 +18195,8 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -18188,7 +18205,8 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -18197,7 +18215,8 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -18206,7 +18225,8 @@ export interface operations {
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -18215,7 +18235,8 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -18224,7 +18245,8 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -18233,7 +18255,8 @@ export interface operations {
             502: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -18242,7 +18265,8 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
@@ -18252,7 +18276,8 @@ export interface operations {
             504: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -18261,7 +18286,8 @@ export interface operations {
             507: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;

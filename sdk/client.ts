@@ -3,6 +3,7 @@
 // Browser-safe: fetch and web streams only. Node's sources and destinations (paths, Buffers,
 // streams) are added by ./node.ts on the same base.
 import createClient, { type Client } from 'openapi-fetch';
+import { DeliveryUrlError, deliveryUrl, type DeliverySource, type SigningKey, type Transform } from './delivery.js';
 import { ImgapiError } from './errors.js';
 import { safeFileName } from './file-names.js';
 import type { paths } from './openapi.js';
@@ -46,6 +47,10 @@ export interface ImgapiOptions {
   onRetry?: (event: RetryEvent) => void;
   /** A fetch of your own (a proxy agent, a test double). */
   fetch?: (request: Request) => Promise<Response>;
+  /** The signing key url() signs delivery URLs with (server-side code only: the secret must not reach browsers). */
+  signingKey?: SigningKey;
+  /** Where delivery URLs point (a CDN in front of the service's /r/ paths); default `baseUrl`. */
+  deliveryBaseUrl?: string;
 }
 
 export interface Progress {
@@ -151,10 +156,14 @@ export abstract class ImgapiBase<Source, Destination> {
   readonly directUploadThreshold: number;
   protected readonly baseUrl: string;
   protected readonly transport: Transport;
+  protected readonly signingKey: SigningKey | undefined;
+  protected readonly deliveryBaseUrl: string;
   private readonly headers: Record<string, string>;
 
   constructor(options: ImgapiOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.signingKey = options.signingKey;
+    this.deliveryBaseUrl = options.deliveryBaseUrl ?? this.baseUrl;
     this.headers = { ...options.headers, ...(options.apiKey ? { 'x-api-key': options.apiKey } : {}) };
     this.directUploadThreshold = options.directUploadThreshold ?? DEFAULT_DIRECT_UPLOAD_THRESHOLD;
     this.transport = new Transport({ ...options.retry, fetch: options.fetch, onRetry: options.onRetry });
@@ -235,6 +244,20 @@ export abstract class ImgapiBase<Source, Destination> {
     if (!put.ok) throw await ImgapiError.fromResponse(put);
     await put.body?.cancel();
     return this.json<ApiFile>('POST', '/api/upload/confirm', { uploadId: presigned.uploadId }, options);
+  }
+
+  /**
+   * A signed delivery URL for an `<img src>`, built offline (Web Crypto, so async):
+   * `await imgapi.url('file_…', { w: 720, f: 'auto' })` or `url({ origin: 'shop', path: 'a b.jpg' }, 'w:720')`.
+   * `{ publicPreset: true }` makes the unsigned form (`_`) of a public preset: `url(fileId, 'p:thumb', { publicPreset: true })`.
+   */
+  async url(source: DeliverySource, transform?: string | Transform, options: { publicPreset?: boolean } = {}): Promise<string> {
+    return deliveryUrl(source, transform, { baseUrl: this.deliveryBaseUrl, signingKey: this.requireSigningKey(), ...options });
+  }
+
+  protected requireSigningKey(): SigningKey {
+    if (!this.signingKey) throw new DeliveryUrlError('url() needs the signingKey option: { keyId, secret }');
+    return this.signingKey;
   }
 
   /** Queues one task: `process('resize', { fileId, width: 800 })`. Its options are typed per kind. */

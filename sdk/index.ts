@@ -5,6 +5,20 @@
 import { ImgapiBase, type DownloadResult, type OpenedSource, type UploadOptions } from './client.js';
 
 export { ImgapiError, type ClientErrorCode, type ErrorCode } from './errors.js';
+export {
+  DeliveryUrlError,
+  deliveryPath,
+  deliveryUrl,
+  sourceSegment,
+  transformSegment,
+  MAX_RENDER_SIDE,
+  TRANSFORM_NAMES,
+  type DeliverySource,
+  type DeliveryUrlOptions,
+  type SigningKey,
+  type Transform,
+  type TransformName,
+} from './delivery.js';
 export type { RetryEvent, RetryOptions } from './transport.js';
 export type {
   DownloadOptions,

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { countBytes, ImgapiBase, type DownloadOptions, type DownloadResult, type OpenedSource, type UploadOptions } from './client.js';
+import { assembleUrl, base64url, keyBytes, type DeliverySource, type DeliveryUrlOptions, type Transform } from './delivery.js';
 import { nameOf, toBlob, type BrowserSource } from './index.js';
 import { pathInFolder, writeFile } from './save-file.js';
 
@@ -25,7 +26,19 @@ export type NodeSource = string | BrowserSource | NodeJS.ReadableStream | Readab
  */
 export type NodeDestination = string | NodeJS.WritableStream | WritableStream<Uint8Array>;
 
+/** deliveryUrl() without the await: signed with node:crypto. */
+export function deliveryUrlSync(source: DeliverySource, transform: string | Transform | undefined, options: DeliveryUrlOptions): string {
+  const { path, secret, finish } = assembleUrl(source, transform, options);
+  if (secret === undefined) return finish('_');
+  return finish(base64url(crypto.createHmac('sha256', keyBytes(secret)).update(path).digest()));
+}
+
 export class Imgapi extends ImgapiBase<NodeSource, NodeDestination> {
+  /** url() without the await (node:crypto): `imgapi.urlSync('file_…', 'w:720,f:auto')`. */
+  urlSync(source: DeliverySource, transform?: string | Transform, options: { publicPreset?: boolean } = {}): string {
+    return deliveryUrlSync(source, transform, { baseUrl: this.deliveryBaseUrl, signingKey: this.requireSigningKey(), ...options });
+  }
+
   protected async open(source: NodeSource, options: UploadOptions): Promise<OpenedSource> {
     if (typeof source === 'string') {
       // Read lazily from the disk, again on a retry, never held whole in memory.

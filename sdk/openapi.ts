@@ -865,6 +865,180 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/signing-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List signing keys
+         * @description Newest first; the secrets are never shown again.
+         */
+        get: operations["listSigningKeys"];
+        put?: never;
+        /**
+         * Create a signing key for delivery URLs
+         * @description The `secret` is shown this once: 32 random bytes, base64url. A delivery URL `/r/{keyId}/{signature}/{transform}/{source}` is signed with base64url (no padding) of HMAC-SHA256 keyed by the secret text over `{transform}/{source}` exactly as sent. Keep several keys to rotate.
+         */
+        post: operations["createSigningKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/signing-keys/{keyId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a signing key
+         * @description Its URLs answer 403 SIGNATURE_INVALID at once in the process that deleted it, at once in the other API processes on PostgreSQL (told by NOTIFY), and in any case within a second (keys are cached for at most 0.9 s). Renders are shared by the keys of an account, so they stay for its other keys.
+         */
+        delete: operations["deleteSigningKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/presets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List presets */
+        get: operations["listPresets"];
+        put?: never;
+        /**
+         * Create a preset
+         * @description A named transform, used in delivery URLs as `p:{name}`. A `public` one may be used unsigned (signature `_`) when it is the whole transform. A name in use is 400 VALIDATION_ERROR naming `name` (change it with PUT).
+         */
+        post: operations["createPreset"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/presets/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Change a preset
+         * @description Renders made with the old transform are no longer served (their cache keys held it) and are deleted.
+         */
+        put: operations["updatePreset"];
+        post?: never;
+        /**
+         * Delete a preset
+         * @description Its renders are deleted; URLs naming it answer 400 (no such preset).
+         */
+        delete: operations["deletePreset"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/origins": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List origins */
+        get: operations["listOrigins"];
+        put?: never;
+        /**
+         * Register an origin
+         * @description A place delivery URLs fetch sources from: `o/{name}/{path}` renders `baseUrl/path`. At most the plan's `origins` (403 ORIGIN_LIMIT_EXCEEDED). A name in use is 400 VALIDATION_ERROR naming `name`.
+         */
+        post: operations["createOrigin"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/origins/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete an origin
+         * @description Its fetched objects and its renders are deleted at once; its URLs answer 404.
+         */
+        delete: operations["deleteOrigin"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/r/{keyId}/{signature}/{transform}/{source}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A delivery URL: the source, rendered
+         * @description Renders the source on the first request and serves the stored render after (the way imgproxy, Cloudinary and imgix do); no API key travels, so the URL can sit in an `<img src>`. Unauthenticated: the signature is checked before anything but the key lookup.
+         *
+         *     - `keyId`: one of the account's signing keys (POST /api/signing-keys).
+         *     - `signature`: base64url without padding of HMAC-SHA256(secret, `{transform}/{source}`), the rest of the path exactly as sent, compared in constant time; `_` only when `transform` is exactly `p:{name}` of a public preset. Wrong, missing, unknown or deleted key: 403 SIGNATURE_INVALID.
+         *     - `transform`: `-` (the source as it is, re-encoded only where `f` asks) or `name:value` pairs joined by `,` in any order, each name once: `w`, `h` (px, 1–4096), `fit` (cover, contain, fill, inside, outside; default inside), `g` (gravity: center, north, northeast, east, southeast, south, southwest, west, northwest, attention, entropy, face; `attention` and `entropy` need `fit:cover`; `face` answers 400 until face detection exists), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), `f` (jpeg, png, webp, avif, gif, or auto; `jxl` is refused with 400 on this server: its image library has no JPEG XL encoder), `q` (1–100), `bg` (6 or 8 hex digits: letterbox and flattening colour), `rot` (90, 180, 270), `flip` (h, v, hv), `blur` (sigma 0.3–1000), `sharpen` (sigma 0.01–10), `page` (a PDF's page, from 1: PDF sources are not rendered yet, so any `page` is 400 naming it), `p` (a preset, expanded where it stands: pairs after it override its own, pairs before it are overridden by it). Rotation and flips apply first, then the resize, then blur and sharpen. A render is at most 4096 px a side (`w`, `h` after `dpr`, and the output of `-` or of a `fit` that enlarges: 400 naming `w` or `h`) and within the plan's pixel limits (422 IMAGE_TOO_LARGE). Unknown names and bad values are 400 VALIDATION_ERROR naming the pair.
+         *     - `f:auto` picks AVIF when Accept names image/avif, else WebP when it names image/webp, else JPEG (PNG when the source has alpha), and the answer carries `Vary: Accept`. Without `f` the source's format is kept where it can be written (else PNG with alpha, JPEG without).
+         *     - `source`: a fileId of the signing account (expired or deleted: 404; a presentation or other non-image: 415), or `o/{origin}/{path}`: `baseUrl/path` of one of its origins, fetched under the webhook address rules (ORIGIN_ALLOW_PRIVATE_NETWORKS lifts them), without following redirects, at most the plan's maxFileBytes, within ORIGIN_TIMEOUT_SECONDS (10): a `.` or `..` segment is 400, an unknown origin or an origin 404 is 404, any other failure 502 ORIGIN_FAILED, a body that is no image 415. Fetched objects are kept and revalidated with their ETag/Last-Modified after ORIGIN_CACHE_SECONDS; when a revalidation fails the kept copy is served.
+         *
+         *     The answer: the image with `Content-Type`, `Content-Length`, a strong `ETag`, `Cache-Control` (RENDER_CACHE_CONTROL, default `public, max-age=31536000, immutable`), `X-Content-Type-Options: nosniff` and `Imgapi-Cache: hit|miss`; `If-None-Match` with its ETag → 304. Errors are the JSON envelope with `Cache-Control: no-store`.
+         *
+         *     Renders are stored (local disk or S3, under `renders/`; never counted in storageBytes), shared by every process and by the account's keys, capped by RENDER_CACHE_MAX_BYTES with least-recently-used eviction, and deleted with their file, origin or preset. A miss counts one against monthlyRenders (429 RENDER_QUOTA_EXCEEDED past it; a failed render is not counted); hits are free. Concurrent misses of one render in one process make it once (and charge once); across API processes it may be made once per process. Each process renders RENDER_CONCURRENCY at once; a miss that would wait for a slot longer than RENDER_QUEUE_SECONDS is 503 RENDER_BUSY with Retry-After, and a render longer than RENDER_TIMEOUT_SECONDS is 504 RENDER_TIMEOUT.
+         */
+        get: operations["deliver"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * A delivery URL: the source, rendered (headers only)
+         * @description Renders the source on the first request and serves the stored render after (the way imgproxy, Cloudinary and imgix do); no API key travels, so the URL can sit in an `<img src>`. Unauthenticated: the signature is checked before anything but the key lookup.
+         *
+         *     - `keyId`: one of the account's signing keys (POST /api/signing-keys).
+         *     - `signature`: base64url without padding of HMAC-SHA256(secret, `{transform}/{source}`), the rest of the path exactly as sent, compared in constant time; `_` only when `transform` is exactly `p:{name}` of a public preset. Wrong, missing, unknown or deleted key: 403 SIGNATURE_INVALID.
+         *     - `transform`: `-` (the source as it is, re-encoded only where `f` asks) or `name:value` pairs joined by `,` in any order, each name once: `w`, `h` (px, 1–4096), `fit` (cover, contain, fill, inside, outside; default inside), `g` (gravity: center, north, northeast, east, southeast, south, southwest, west, northwest, attention, entropy, face; `attention` and `entropy` need `fit:cover`; `face` answers 400 until face detection exists), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), `f` (jpeg, png, webp, avif, gif, or auto; `jxl` is refused with 400 on this server: its image library has no JPEG XL encoder), `q` (1–100), `bg` (6 or 8 hex digits: letterbox and flattening colour), `rot` (90, 180, 270), `flip` (h, v, hv), `blur` (sigma 0.3–1000), `sharpen` (sigma 0.01–10), `page` (a PDF's page, from 1: PDF sources are not rendered yet, so any `page` is 400 naming it), `p` (a preset, expanded where it stands: pairs after it override its own, pairs before it are overridden by it). Rotation and flips apply first, then the resize, then blur and sharpen. A render is at most 4096 px a side (`w`, `h` after `dpr`, and the output of `-` or of a `fit` that enlarges: 400 naming `w` or `h`) and within the plan's pixel limits (422 IMAGE_TOO_LARGE). Unknown names and bad values are 400 VALIDATION_ERROR naming the pair.
+         *     - `f:auto` picks AVIF when Accept names image/avif, else WebP when it names image/webp, else JPEG (PNG when the source has alpha), and the answer carries `Vary: Accept`. Without `f` the source's format is kept where it can be written (else PNG with alpha, JPEG without).
+         *     - `source`: a fileId of the signing account (expired or deleted: 404; a presentation or other non-image: 415), or `o/{origin}/{path}`: `baseUrl/path` of one of its origins, fetched under the webhook address rules (ORIGIN_ALLOW_PRIVATE_NETWORKS lifts them), without following redirects, at most the plan's maxFileBytes, within ORIGIN_TIMEOUT_SECONDS (10): a `.` or `..` segment is 400, an unknown origin or an origin 404 is 404, any other failure 502 ORIGIN_FAILED, a body that is no image 415. Fetched objects are kept and revalidated with their ETag/Last-Modified after ORIGIN_CACHE_SECONDS; when a revalidation fails the kept copy is served.
+         *
+         *     The answer: the image with `Content-Type`, `Content-Length`, a strong `ETag`, `Cache-Control` (RENDER_CACHE_CONTROL, default `public, max-age=31536000, immutable`), `X-Content-Type-Options: nosniff` and `Imgapi-Cache: hit|miss`; `If-None-Match` with its ETag → 304. Errors are the JSON envelope with `Cache-Control: no-store`.
+         *
+         *     Renders are stored (local disk or S3, under `renders/`; never counted in storageBytes), shared by every process and by the account's keys, capped by RENDER_CACHE_MAX_BYTES with least-recently-used eviction, and deleted with their file, origin or preset. A miss counts one against monthlyRenders (429 RENDER_QUOTA_EXCEEDED past it; a failed render is not counted); hits are free. Concurrent misses of one render in one process make it once (and charge once); across API processes it may be made once per process. Each process renders RENDER_CONCURRENCY at once; a miss that would wait for a slot longer than RENDER_QUEUE_SECONDS is 503 RENDER_BUSY with Retry-After, and a render longer than RENDER_TIMEOUT_SECONDS is 504 RENDER_TIMEOUT.
+         */
+        head: operations["deliverHead"];
+        patch?: never;
+        trace?: never;
+    };
     "/uploads/{uploadId}": {
         parameters: {
             query?: never;
@@ -1400,7 +1574,9 @@ export interface components {
          *       "maxTotalPixels": 400000000,
          *       "maxAiUpscalePixels": 2000000,
          *       "requestsPerSecond": 20,
-         *       "maxQueuedTasks": 2000
+         *       "maxQueuedTasks": 2000,
+         *       "monthlyRenders": 100000,
+         *       "origins": 5
          *     }
          */
         PlanLimits: {
@@ -1432,6 +1608,10 @@ export interface components {
             requestsPerSecond: number;
             /** @description Tasks queued or processing at once; then 429 TOO_MANY_QUEUED_TASKS. */
             maxQueuedTasks: number;
+            /** @description Delivery-URL renders (cache misses; hits are free) per calendar month (UTC); then 429 RENDER_QUOTA_EXCEEDED. */
+            monthlyRenders: number;
+            /** @description Registered origins (delivery-URL sources); then 403 ORIGIN_LIMIT_EXCEEDED. */
+            origins: number;
         };
         /**
          * @example {
@@ -1463,6 +1643,11 @@ export interface components {
          *         "limit": 1000,
          *         "resetsAt": "2026-05-05T00:00:00.000Z"
          *       },
+         *       "monthlyRenders": {
+         *         "used": 5210,
+         *         "limit": 100000,
+         *         "resetsAt": "2026-06-01T00:00:00.000Z"
+         *       },
          *       "storageBytes": {
          *         "used": 734003200,
          *         "limit": 10737418240
@@ -1472,6 +1657,7 @@ export interface components {
         Usage: {
             monthlyTasks: components["schemas"]["UsageCounter"];
             dailyBatchFiles: components["schemas"]["UsageCounter"];
+            monthlyRenders: components["schemas"]["UsageCounter"];
             storageBytes: components["schemas"]["UsageCounter"];
         };
         /**
@@ -1492,7 +1678,9 @@ export interface components {
          *         "maxTotalPixels": 400000000,
          *         "maxAiUpscalePixels": 2000000,
          *         "requestsPerSecond": 20,
-         *         "maxQueuedTasks": 2000
+         *         "maxQueuedTasks": 2000,
+         *         "monthlyRenders": 100000,
+         *         "origins": 5
          *       },
          *       "usage": {
          *         "monthlyTasks": {
@@ -1504,6 +1692,11 @@ export interface components {
          *           "used": 40,
          *           "limit": 1000,
          *           "resetsAt": "2026-05-05T00:00:00.000Z"
+         *         },
+         *         "monthlyRenders": {
+         *           "used": 5210,
+         *           "limit": 100000,
+         *           "resetsAt": "2026-06-01T00:00:00.000Z"
          *         },
          *         "storageBytes": {
          *           "used": 734003200,
@@ -1902,6 +2095,171 @@ export interface components {
             } | {
                 webhook: components["schemas"]["Webhook"];
             };
+        };
+        /**
+         * @example {
+         *       "keyId": "sk_3Jq8Vn2Lw5Xc7Rb1Tz4Md9Kp",
+         *       "createdAt": "2026-05-04T09:30:00.000Z"
+         *     }
+         */
+        SigningKey: {
+            /** @description The public id of the key, the first segment after /r/. */
+            keyId: string;
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            createdAt: string;
+        };
+        /**
+         * @example {
+         *       "keyId": "sk_3Jq8Vn2Lw5Xc7Rb1Tz4Md9Kp",
+         *       "secret": "q2dR8vX1bN7mK4pL0sT9wY3zC6fH5jG2aE8uI1oQ4rM",
+         *       "createdAt": "2026-05-04T09:30:00.000Z"
+         *     }
+         */
+        CreatedSigningKey: {
+            /** @description The public id of the key, the first segment after /r/. */
+            keyId: string;
+            /** @description 32 random bytes, base64url: shown this once. Sign with HMAC-SHA256 keyed by this text as given (its UTF-8 bytes), over `{transform}/{source}`. */
+            secret: string;
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            createdAt: string;
+        };
+        /**
+         * @example {
+         *       "signingKeys": [
+         *         {
+         *           "keyId": "sk_3Jq8Vn2Lw5Xc7Rb1Tz4Md9Kp",
+         *           "createdAt": "2026-05-04T09:30:00.000Z"
+         *         }
+         *       ]
+         *     }
+         */
+        SigningKeyList: {
+            /** @description Newest first; no secrets. */
+            signingKeys: components["schemas"]["SigningKey"][];
+        };
+        /**
+         * @example {
+         *       "name": "thumb",
+         *       "transform": "w:320,h:320,fit:cover,f:auto",
+         *       "public": true
+         *     }
+         */
+        CreatePresetRequest: {
+            /** @description The preset's name: a-z, 0-9 and -, 1–32 characters. */
+            name: string;
+            /** @description The transform, as in a URL but without `p`: `-` (the source as it is, re-encoded only where `f` asks) or `name:value` pairs joined by `,` in any order, each name once: `w`, `h` (px, 1–4096), `fit` (cover, contain, fill, inside, outside; default inside), `g` (gravity: center, north, northeast, east, southeast, south, southwest, west, northwest, attention, entropy, face; `attention` and `entropy` need `fit:cover`; `face` answers 400 until face detection exists), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), `f` (jpeg, png, webp, avif, gif, or auto; `jxl` is refused with 400 on this server: its image library has no JPEG XL encoder), `q` (1–100), `bg` (6 or 8 hex digits: letterbox and flattening colour), `rot` (90, 180, 270), `flip` (h, v, hv), `blur` (sigma 0.3–1000), `sharpen` (sigma 0.01–10), `page` (a PDF's page, from 1: PDF sources are not rendered yet, so any `page` is 400 naming it), `p` (a preset, expanded where it stands: pairs after it override its own, pairs before it are overridden by it). Rotation and flips apply first, then the resize, then blur and sharpen. A render is at most 4096 px a side (`w`, `h` after `dpr`, and the output of `-` or of a `fit` that enlarges: 400 naming `w` or `h`) and within the plan's pixel limits (422 IMAGE_TOO_LARGE). Unknown names and bad values are 400 VALIDATION_ERROR naming the pair. */
+            transform: string;
+            /** @description Usable unsigned (`_` as the signature) when the URL's whole transform is `p:{name}`. Default false. */
+            public?: boolean;
+        };
+        /**
+         * @example {
+         *       "transform": "w:400,h:400,fit:cover,f:auto"
+         *     }
+         */
+        UpdatePresetRequest: {
+            /** @description The new transform (without `p`). */
+            transform: string;
+            /** @description Unchanged when absent. */
+            public?: boolean;
+        };
+        /**
+         * @example {
+         *       "name": "thumb",
+         *       "transform": "w:320,h:320,fit:cover,f:auto",
+         *       "public": true,
+         *       "createdAt": "2026-05-04T09:30:00.000Z",
+         *       "updatedAt": "2026-05-04T09:30:00.000Z"
+         *     }
+         */
+        Preset: {
+            /** @description The preset's name: a-z, 0-9 and -, 1–32 characters. */
+            name: string;
+            /** @description The transform, normalised (pairs in a fixed order, hex in lower case). */
+            transform: string;
+            /** @description Usable unsigned as `p:{name}`. */
+            public: boolean;
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When its transform last changed.
+             */
+            updatedAt: string;
+        };
+        /**
+         * @example {
+         *       "presets": [
+         *         {
+         *           "name": "thumb",
+         *           "transform": "w:320,h:320,fit:cover,f:auto",
+         *           "public": true,
+         *           "createdAt": "2026-05-04T09:30:00.000Z",
+         *           "updatedAt": "2026-05-04T09:30:00.000Z"
+         *         }
+         *       ]
+         *     }
+         */
+        PresetList: {
+            /** @description By name. */
+            presets: components["schemas"]["Preset"][];
+        };
+        /**
+         * @example {
+         *       "name": "shop",
+         *       "baseUrl": "https://assets.example.com/images"
+         *     }
+         */
+        CreateOriginRequest: {
+            /** @description The origin's name: a-z, 0-9 and -, 1–32 characters. */
+            name: string;
+            /** @description An http or https URL without credentials, query or fragment; `o/{name}/{path}` fetches `baseUrl/path`. Its host must be (and resolve to) a public address unless the operator sets ORIGIN_ALLOW_PRIVATE_NETWORKS=1 (400 VALIDATION_ERROR naming `baseUrl`); each fetch checks the address it connects to again. */
+            baseUrl: string;
+        };
+        /**
+         * @example {
+         *       "name": "shop",
+         *       "baseUrl": "https://assets.example.com/images",
+         *       "createdAt": "2026-05-04T09:30:00.000Z"
+         *     }
+         */
+        Origin: {
+            /** @description The origin's name: a-z, 0-9 and -, 1–32 characters. */
+            name: string;
+            /** Format: uri */
+            baseUrl: string;
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            createdAt: string;
+        };
+        /**
+         * @example {
+         *       "origins": [
+         *         {
+         *           "name": "shop",
+         *           "baseUrl": "https://assets.example.com/images",
+         *           "createdAt": "2026-05-04T09:30:00.000Z"
+         *         }
+         *       ],
+         *       "limit": 5
+         *     }
+         */
+        OriginList: {
+            /** @description By name. */
+            origins: components["schemas"]["Origin"][];
+            /** @description The plan's `origins` limit. */
+            limit: number;
         };
         /**
          * @description The options of compress.
@@ -2717,7 +3075,7 @@ export interface components {
         "RateLimit-Remaining": number;
         /** @description Seconds until the window resets. On every authenticated response. */
         "RateLimit-Reset": number;
-        /** @description Seconds to wait before trying again (RATE_LIMITED, SERVICE_UNAVAILABLE). */
+        /** @description Seconds to wait before trying again (RATE_LIMITED, SERVICE_UNAVAILABLE, RENDER_BUSY). */
         "Retry-After": number;
         /** @description Where to follow what was created. */
         Location: string;
@@ -2731,6 +3089,10 @@ export interface components {
         "Content-Length": number;
         /** @description Byte ranges are served. */
         "Accept-Ranges": "bytes";
+        /** @description `Accept` when the format was chosen from it (`f:auto`). */
+        Vary: string;
+        /** @description `hit`: served from the stored render; `miss`: rendered for this request (and stored). */
+        "Imgapi-Cache": "hit" | "miss";
     };
     pathItems: never;
 }
@@ -13452,7 +13814,9 @@ export interface operations {
                      *           "maxTotalPixels": 400000000,
                      *           "maxAiUpscalePixels": 2000000,
                      *           "requestsPerSecond": 20,
-                     *           "maxQueuedTasks": 2000
+                     *           "maxQueuedTasks": 2000,
+                     *           "monthlyRenders": 100000,
+                     *           "origins": 5
                      *         },
                      *         "usage": {
                      *           "monthlyTasks": {
@@ -13464,6 +13828,11 @@ export interface operations {
                      *             "used": 40,
                      *             "limit": 1000,
                      *             "resetsAt": "2026-05-05T00:00:00.000Z"
+                     *           },
+                     *           "monthlyRenders": {
+                     *             "used": 5210,
+                     *             "limit": 100000,
+                     *             "resetsAt": "2026-06-01T00:00:00.000Z"
                      *           },
                      *           "storageBytes": {
                      *             "used": 734003200,
@@ -15375,6 +15744,2553 @@ export interface operations {
                         };
                     };
                 };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    listSigningKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "signingKeys": [
+                     *           {
+                     *             "keyId": "sk_3Jq8Vn2Lw5Xc7Rb1Tz4Md9Kp",
+                     *             "createdAt": "2026-05-04T09:30:00.000Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["SigningKeyList"];
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    createSigningKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key, with its secret (shown once) */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "keyId": "sk_3Jq8Vn2Lw5Xc7Rb1Tz4Md9Kp",
+                     *         "secret": "q2dR8vX1bN7mK4pL0sT9wY3zC6fH5jG2aE8uI1oQ4rM",
+                     *         "createdAt": "2026-05-04T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["CreatedSigningKey"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    deleteSigningKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An id starting sk_ */
+                keyId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    listPresets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The presets */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "presets": [
+                     *           {
+                     *             "name": "thumb",
+                     *             "transform": "w:320,h:320,fit:cover,f:auto",
+                     *             "public": true,
+                     *             "createdAt": "2026-05-04T09:30:00.000Z",
+                     *             "updatedAt": "2026-05-04T09:30:00.000Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["PresetList"];
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    createPreset: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreatePresetRequest"];
+            };
+        };
+        responses: {
+            /** @description The preset */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "name": "thumb",
+                     *         "transform": "w:320,h:320,fit:cover,f:auto",
+                     *         "public": true,
+                     *         "createdAt": "2026-05-04T09:30:00.000Z",
+                     *         "updatedAt": "2026-05-04T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Preset"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    updatePreset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name it was created with. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdatePresetRequest"];
+            };
+        };
+        responses: {
+            /** @description The preset */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "name": "thumb",
+                     *         "transform": "w:320,h:320,fit:cover,f:auto",
+                     *         "public": true,
+                     *         "createdAt": "2026-05-04T09:30:00.000Z",
+                     *         "updatedAt": "2026-05-04T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Preset"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    deletePreset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name it was created with. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    listOrigins: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The origins */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "origins": [
+                     *           {
+                     *             "name": "shop",
+                     *             "baseUrl": "https://assets.example.com/images",
+                     *             "createdAt": "2026-05-04T09:30:00.000Z"
+                     *           }
+                     *         ],
+                     *         "limit": 5
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["OriginList"];
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    createOrigin: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateOriginRequest"];
+            };
+        };
+        responses: {
+            /** @description The origin */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "name": "shop",
+                     *         "baseUrl": "https://assets.example.com/images",
+                     *         "createdAt": "2026-05-04T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Origin"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `ORIGIN_LIMIT_EXCEEDED`: The account has as many origins as the plan's `origins` allows (`details.limit`); delete one first.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "ORIGIN_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    deleteOrigin: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name it was created with. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    deliver: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description With `f:auto`: image/avif and image/webp choose the format. */
+                accept?: string;
+                /** @description The ETag you hold: 304 when the render is the same. */
+                "if-none-match"?: string;
+            };
+            path: {
+                /** @description A signing key id (sk_…). */
+                keyId: string;
+                /** @description base64url HMAC-SHA256 of `{transform}/{source}`, or `_` for a public preset. */
+                signature: string;
+                /** @description `-` or `name:value` pairs joined by `,` (see above). */
+                transform: string;
+                /** @description A fileId, or `o/{origin}/{path}` (this segment then holds slashes). */
+                source: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The render */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    "Content-Length": components["headers"]["Content-Length"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    "Imgapi-Cache": components["headers"]["Imgapi-Cache"];
+                    /** @description `nosniff`: the bytes are only what Content-Type says. */
+                    "X-Content-Type-Options"?: "nosniff";
+                    Vary: components["headers"]["Vary"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/jpeg": Blob;
+                    "image/png": Blob;
+                    "image/webp": Blob;
+                    "image/avif": Blob;
+                    "image/gif": Blob;
+                    "image/tiff": Blob;
+                };
+            };
+            /** @description Not modified: the ETag matches */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    "Imgapi-Cache": components["headers"]["Imgapi-Cache"];
+                    /** @description `nosniff`: the bytes are only what Content-Type says. */
+                    "X-Content-Type-Options"?: "nosniff";
+                    Vary: components["headers"]["Vary"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `SIGNATURE_INVALID`: The delivery URL's signature is wrong or missing, its key is unknown or deleted, or `_` was used with anything but one public preset.
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "SIGNATURE_INVALID" | "ACCOUNT_DISABLED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `IMAGE_TOO_LARGE`: The source (from its header, before decoding) or the render passes the plan's maxPixels, maxFrames or maxTotalPixels. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IMAGE_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RENDER_QUOTA_EXCEEDED`: The plan's monthlyRenders (cache misses) are used up until `details.resetsAt`; stored renders are still served. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RENDER_QUOTA_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `ORIGIN_FAILED`: The origin could not be fetched: a redirect, an error answer, a connection failure, a non-public address, no complete answer within ORIGIN_TIMEOUT_SECONDS, or a body larger than maxFileBytes. */
+            502: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "ORIGIN_FAILED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RENDER_BUSY`: Every render slot of this process is taken and none came free within RENDER_QUEUE_SECONDS; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RENDER_BUSY";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RENDER_TIMEOUT`: The render took longer than RENDER_TIMEOUT_SECONDS and was abandoned (nothing stored, nothing charged). */
+            504: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RENDER_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    deliverHead: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description With `f:auto`: image/avif and image/webp choose the format. */
+                accept?: string;
+                /** @description The ETag you hold: 304 when the render is the same. */
+                "if-none-match"?: string;
+            };
+            path: {
+                /** @description A signing key id (sk_…). */
+                keyId: string;
+                /** @description base64url HMAC-SHA256 of `{transform}/{source}`, or `_` for a public preset. */
+                signature: string;
+                /** @description `-` or `name:value` pairs joined by `,` (see above). */
+                transform: string;
+                /** @description A fileId, or `o/{origin}/{path}` (this segment then holds slashes). */
+                source: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The render */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    "Content-Length": components["headers"]["Content-Length"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    "Imgapi-Cache": components["headers"]["Imgapi-Cache"];
+                    /** @description `nosniff`: the bytes are only what Content-Type says. */
+                    "X-Content-Type-Options"?: "nosniff";
+                    Vary: components["headers"]["Vary"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not modified: the ETag matches */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    ETag: components["headers"]["ETag"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    "Imgapi-Cache": components["headers"]["Imgapi-Cache"];
+                    /** @description `nosniff`: the bytes are only what Content-Type says. */
+                    "X-Content-Type-Options"?: "nosniff";
+                    Vary: components["headers"]["Vary"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /**
+             * @description `SIGNATURE_INVALID`: The delivery URL's signature is wrong or missing, its key is unknown or deleted, or `_` was used with anything but one public preset.
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `IMAGE_TOO_LARGE`: The source (from its header, before decoding) or the render passes the plan's maxPixels, maxFrames or maxTotalPixels. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `RENDER_QUOTA_EXCEEDED`: The plan's monthlyRenders (cache misses) are used up until `details.resetsAt`; stored renders are still served. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `ORIGIN_FAILED`: The origin could not be fetched: a redirect, an error answer, a connection failure, a non-public address, no complete answer within ORIGIN_TIMEOUT_SECONDS, or a body larger than maxFileBytes. */
+            502: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `RENDER_BUSY`: Every render slot of this process is taken and none came free within RENDER_QUEUE_SECONDS; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `RENDER_TIMEOUT`: The render took longer than RENDER_TIMEOUT_SECONDS and was abandoned (nothing stored, nothing charged). */
+            504: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); an error of a delivery URL: `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             "4XX": components["responses"]["MalformedRequest"];
         };

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The command line: serve (API and workers), worker, migrate, the operator's account and key
 // commands, backup, restore and copy-to (src/ops/cli.ts), and the client commands (run, upload,
-// task, download: src/cli/client.ts).
+// task, download, webhooks, url: src/cli/client.ts).
 // Configuration errors end with a message naming the variable, not a stack trace.
 import { parseArgs } from 'node:util';
 import { buildApp } from './http/app.js';
@@ -38,7 +38,7 @@ const USAGE = `Usage: imgapi <command> [options]
 
 ${OPS_USAGE}
 
-  run, upload, task, download, webhooks
+  run, upload, task, download, webhooks, url
                                   the client: see \`imgapi run --help\`
 
 Environment (also in README.md):
@@ -79,7 +79,8 @@ async function main(argv: string[]): Promise<number> {
     case 'upload':
     case 'task':
     case 'download':
-    case 'webhooks': {
+    case 'webhooks':
+    case 'url': {
       // The client talks to a running service over HTTP: none of the server's configuration.
       const { clientCommand } = await import('./cli/client.js');
       return clientCommand(

@@ -1,4 +1,4 @@
-// The client commands of `imgapi`: run, upload, task, download, webhooks. They talk to a running service
+// The client commands of `imgapi`: run, upload, task, download, webhooks, url. They talk to a running service
 // through the SDK (sdk/node.ts) with IMGAPI_URL and IMGAPI_KEY (or --url/--key), and exit 0 when
 // everything was done, 1 when something failed, 2 on a usage error.
 import { taskFailure } from '../../sdk/node.js';
@@ -17,6 +17,7 @@ import {
 import { formatBytes } from './progress.js';
 import { runCommand } from './run.js';
 import { json, printable, Terminal, type OutputStream } from './terminal.js';
+import { urlCommand, URL_USAGE } from './url.js';
 import { webhooksCommand, WEBHOOKS_USAGE } from './webhooks.js';
 
 export const CLIENT_USAGE = `Client commands (talk to a running service):
@@ -36,6 +37,7 @@ export const CLIENT_USAGE = `Client commands (talk to a running service):
                                   writes the file (default: the current directory, under the
                                   service's name for it, made a safe file name)
 ${WEBHOOKS_USAGE}
+${URL_USAGE}
 
   --url URL          the service (default: $IMGAPI_URL, else http://localhost:3000)
   --key KEY          the API key (default: $IMGAPI_KEY)
@@ -47,7 +49,7 @@ ${WEBHOOKS_USAGE}
 
   Exit status: 0 all done, 1 something failed, 2 usage error.`;
 
-export const CLIENT_COMMANDS = ['run', 'upload', 'task', 'download', 'webhooks'] as const;
+export const CLIENT_COMMANDS = ['run', 'upload', 'task', 'download', 'webhooks', 'url'] as const;
 
 // Maps, not object literals: an argument such as `constructor` must not find Object's prototype.
 const VALUE_FLAGS = new Map<string, 'url' | 'key' | 'concurrency' | 'output'>([
@@ -134,12 +136,15 @@ export async function clientCommand(
         return await downloadCommand(options, io);
       case 'webhooks':
         return await webhooksCommand(options, io);
+      case 'url':
+        return urlCommand(options, io);
       default:
         throw new UsageError(`unknown command "${command}"`);
     }
   } catch (err) {
     if (err instanceof UsageError) {
-      io.stderr.write(`imgapi: ${err.message}\n\n${CLIENT_USAGE}\n`);
+      // `url` is offline and has options of its own: its usage alone says what it takes.
+      io.stderr.write(`imgapi: ${err.message}\n\n${command === 'url' ? `Usage:\n${URL_USAGE}` : CLIENT_USAGE}\n`);
       return 2;
     }
     // Whatever stopped the command as a whole (the service unreachable, a refused key).

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { PDFDocument } from 'pdf-lib';
 import sharp from 'sharp';
-import { Imgapi } from '../../sdk/node.js';
+import { deliveryUrlSync, Imgapi } from '../../sdk/node.js';
 import { Client, DIALECTS, REPO_ROOT, corpusFile, tempDir, type TestServer } from '../helpers.js';
 import { startPublicServer } from './support.js';
 
@@ -278,6 +278,42 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       const help = await imgapi(['run', '--help'], {}, { bin: true });
       assert.equal(help.code, 0, show(help));
       assert.match(help.stdout, /Exit status: 0 all done, 1 something failed, 2 usage error/);
+    });
+
+    it("url: prints the SDK's signed URL offline (pairs or --transform, the key from the environment), --json, usage errors exit 2", async () => {
+      const key = { IMGAPI_URL: 'https://img.example.net', IMGAPI_SIGNING_KEY_ID: 'sk_cli', IMGAPI_SIGNING_SECRET: 'cli-secret' };
+      const options = { baseUrl: key.IMGAPI_URL, signingKey: { keyId: key.IMGAPI_SIGNING_KEY_ID, secret: key.IMGAPI_SIGNING_SECRET } };
+      // Few processes (each is a cold start): every option is in one of these four.
+      const [pairs, written, origin, unsigned] = await Promise.all([
+        imgapi(['url', 'file_abc', '--w', '720', '--f=auto', '--dpr', '2'], key),
+        imgapi(
+          ['url', 'file_abc', '--transform', 'w:720,f:auto', '--json', '--key-id', 'sk_other', '--secret', 'other', '--url', 'http://localhost:9'],
+          {},
+        ),
+        imgapi(['url', 'o/shop/photos/été 1?.jpg'], key),
+        imgapi(['url', 'file_abc', '--p', 'thumb', '--public'], { IMGAPI_SIGNING_KEY_ID: 'sk_cli' }),
+      ]);
+      for (const result of [pairs, written, origin, unsigned]) assert.equal(result.code, 0, show(result));
+      assert.equal(pairs.stdout, `${deliveryUrlSync('file_abc', { w: 720, dpr: 2, f: 'auto' }, options)}\n`, show(pairs));
+      const other = { baseUrl: 'http://localhost:9', signingKey: { keyId: 'sk_other', secret: 'other' } };
+      assert.deepEqual(JSON.parse(written.stdout), { url: deliveryUrlSync('file_abc', 'w:720,f:auto', other) });
+      assert.equal(origin.stdout, `${deliveryUrlSync({ origin: 'shop', path: 'photos/été 1?.jpg' }, '-', options)}\n`, show(origin));
+      assert.match(origin.stdout, /\/-\/o\/shop\/photos\/%C3%A9t%C3%A9%201%3F\.jpg\n$/);
+      assert.equal(unsigned.stdout, 'http://localhost:3000/r/sk_cli/_/p:thumb/file_abc\n', show(unsigned));
+
+      const cases: Array<[string[], Record<string, string>, RegExp]> = [
+        [['url', 'file_abc', '--w', '0'], key, /^imgapi: url: w:0 — w takes a whole number of px from 1 to 4096$/m],
+        [['url', 'file_abc', '--width', '10'], key, /^imgapi: url: unknown option --width$/m],
+        [['url', 'file_abc', '--w', '10'], { IMGAPI_SIGNING_KEY_ID: 'sk_cli' }, /needs the key's secret \(IMGAPI_SIGNING_SECRET or --secret\)/],
+        [['url', 'o/shop/a/../b.jpg'], {}, /no signing key: set IMGAPI_SIGNING_KEY_ID or pass --key-id/],
+      ];
+      const results = await Promise.all(cases.map(([args, caseEnv]) => imgapi(args, caseEnv)));
+      results.forEach((result, i) => {
+        assert.equal(result.code, 2, `${cases[i]![0].join(' ')}: ${show(result)}`);
+        assert.match(result.stderr, cases[i]![2], show(result));
+        assert.match(result.stderr, /^Usage:\n {2}url <fileId/m, "the command's usage follows");
+        assert.equal(result.stdout, '');
+      });
     });
 
     it('on a terminal: a bar per file and one for all, redrawn in place', async () => {

@@ -265,6 +265,14 @@ describe('every dashboard screen: accessible, fits a phone, light and dark', { t
         },
         { name: 'keys', path: '/keys', ready: (p) => p.getByText('production server').first().waitFor() },
         { name: 'webhooks', path: '/webhooks', ready: (p) => p.getByTestId('webhooks-table').getByText('Seeded receiver').waitFor() },
+        {
+          name: 'delivery',
+          path: '/delivery',
+          ready: async (p) => {
+            await p.getByTestId('no-renders').waitFor();
+            await p.getByTestId('url-builder').locator('select[name=fileId] option').first().waitFor({ state: 'attached' });
+          },
+        },
         { name: 'not-found', path: '/tasks/task_x/nothing', status: 404, ready: (p) => p.getByTestId('not-found').waitFor() },
       ],
       problems,

@@ -3,6 +3,7 @@ import { useEffect, useState, type ReactNode } from 'react';
 import { ApiError } from './api';
 import { ErrorBox } from './components';
 import { AdminPage } from './pages/admin';
+import { DeliveryPage } from './pages/delivery';
 import { LoginPage, ResetPasswordPage, SetupPage, SignupPage } from './pages/auth';
 import { FilesPage } from './pages/files';
 import { KeysPage } from './pages/keys';
@@ -22,6 +23,7 @@ const PAGES: Record<PageName, (params: Record<string, string>) => ReactNode> = {
   task: (params) => <TaskPage taskId={params.taskId!} />,
   keys: () => <KeysPage />,
   webhooks: () => <WebhooksPage />,
+  delivery: () => <DeliveryPage />,
   admin: () => <AdminPage />,
   login: () => <LoginPage />,
   signup: () => <SignupPage />,

@@ -155,6 +155,7 @@ export const api = {
   get: <T>(url: string, options?: RequestOptions) => request<T>('GET', url, options),
   post: <T>(url: string, json?: unknown, options?: RequestOptions) => request<T>('POST', url, { ...options, json }),
   patch: <T>(url: string, json: unknown, options?: RequestOptions) => request<T>('PATCH', url, { ...options, json }),
+  put: <T>(url: string, json: unknown, options?: RequestOptions) => request<T>('PUT', url, { ...options, json }),
   del: <T>(url: string, options?: RequestOptions) => request<T>('DELETE', url, options),
 };
 

@@ -20,6 +20,7 @@ export const ROUTES = [
   { path: '/tasks/:taskId', page: 'task', access: 'account' },
   { path: '/keys', page: 'keys', access: 'account', nav: 'API keys' },
   { path: '/webhooks', page: 'webhooks', access: 'account', nav: 'Webhooks' },
+  { path: '/delivery', page: 'delivery', access: 'account', nav: 'Delivery' },
   { path: '/admin', page: 'admin', access: 'admin', nav: 'Operator' },
   { path: '/login', page: 'login', access: 'public' },
   { path: '/signup', page: 'signup', access: 'public' },

@@ -31,6 +31,7 @@ import { queuePickup } from './scenarios/queue-pickup.js';
 import { soakScenario } from './scenarios/soak.js';
 import { aiUpscale } from './scenarios/ai-upscale.js';
 import { pipelineScenario } from './scenarios/pipeline.js';
+import { deliveryScenario } from './scenarios/delivery.js';
 import { presentationBench } from './presentation.js';
 import { presignScenario } from './presign.js';
 import { previewScenario } from './preview.js';
@@ -53,6 +54,7 @@ function textScenario(name: string, title: string, run: () => Promise<{ name: st
 const scenarios: Scenario[] = [
   resizeThroughput,
   statusPolls,
+  deliveryScenario,
   queuePickup,
   presentationBench,
   compressionScenario,

@@ -69,6 +69,22 @@ export interface Config {
   webhookConcurrency: number;
   /** Deliver webhooks to loopback, private and link-local addresses too (self-hosters, tests). */
   webhookAllowPrivateNetworks: boolean;
+  /** Delivery-URL renders this process makes at once (src/delivery/). */
+  renderConcurrency: number;
+  /** The longest a render waits for a slot; past that 503 RENDER_BUSY. */
+  renderQueueMs: number;
+  /** A render taking longer is abandoned: 504 RENDER_TIMEOUT. */
+  renderTimeoutMs: number;
+  /** The Cache-Control of a delivered render. */
+  renderCacheControl: string;
+  /** Bytes of stored renders kept; past that the least recently used go. */
+  renderCacheMaxBytes: number;
+  /** How long a fetched origin object is served before it is revalidated. */
+  originCacheMs: number;
+  /** An origin fetch taking longer fails: 502 ORIGIN_FAILED. */
+  originTimeoutMs: number;
+  /** Fetch origins on loopback, private and link-local addresses too. */
+  originAllowPrivateNetworks: boolean;
 }
 
 export type StorageConfig =
@@ -269,6 +285,32 @@ export const VARIABLES = {
     ...flag('`false`'),
     doc: '`true` delivers webhooks to loopback, private (RFC 1918, ULA), link-local and other non-public addresses too: for an install whose receivers are on its internal network. Off, such URLs are refused at creation and at each delivery',
   },
+  RENDER_CONCURRENCY: {
+    ...integer(cpuCount, 1, 256, 'CPU count'),
+    doc: 'delivery-URL renders (cache misses of `/r/…`) this process makes at once, beside the task workers',
+  },
+  RENDER_QUEUE_SECONDS: {
+    ...integer(5, 0, 600),
+    doc: 'the longest a delivery-URL render waits for a slot; when it would wait longer the answer is 503 `RENDER_BUSY` with `Retry-After`',
+  },
+  RENDER_TIMEOUT_SECONDS: { ...integer(20, 1, 3600), doc: 'a delivery-URL render running longer is abandoned: 504 `RENDER_TIMEOUT`' },
+  RENDER_CACHE_CONTROL: {
+    ...string('public, max-age=31536000, immutable'),
+    doc: 'the `Cache-Control` of a delivered render (a URL names one render for ever: its source version is part of the cache key)',
+  },
+  RENDER_CACHE_MAX_BYTES: {
+    ...integer(10 * 1024 ** 3, 0, 2 ** 52, '`10737418240` (10 GiB)'),
+    doc: "bytes of stored renders (in the storage, under `renders/`); past it the least recently used are deleted. Not counted in any account's `storageBytes`",
+  },
+  ORIGIN_CACHE_SECONDS: {
+    ...integer(3600, 0, 30 * 86_400),
+    doc: "how long an object fetched from an origin is used before it is revalidated with the origin's `ETag`/`Last-Modified`",
+  },
+  ORIGIN_TIMEOUT_SECONDS: { ...integer(10, 1, 600), doc: 'an origin fetch (connection, answer and body) taking longer fails: 502 `ORIGIN_FAILED`' },
+  ORIGIN_ALLOW_PRIVATE_NETWORKS: {
+    ...flag('`false`'),
+    doc: '`true` lets origins be on loopback, private (RFC 1918, ULA), link-local and other non-public addresses. Off, such origins are refused at creation and at each fetch, on the address connected to',
+  },
   SIGNUP_MODE: {
     ...oneOf(SIGNUP_MODES, 'invite'),
     doc: 'who can create an account in the dashboard: `open` (anyone), `invite` (a code from the operator page), `closed` (nobody; use the CLI)',
@@ -397,6 +439,14 @@ export function loadConfig(env: Env = process.env): Config {
     previewQueue: read('PREVIEW_QUEUE'),
     webhookConcurrency: read('WEBHOOK_CONCURRENCY'),
     webhookAllowPrivateNetworks: read('WEBHOOK_ALLOW_PRIVATE_NETWORKS') ?? false,
+    renderConcurrency: read('RENDER_CONCURRENCY'),
+    renderQueueMs: read('RENDER_QUEUE_SECONDS') * 1000,
+    renderTimeoutMs: read('RENDER_TIMEOUT_SECONDS') * 1000,
+    renderCacheControl: read('RENDER_CACHE_CONTROL'),
+    renderCacheMaxBytes: read('RENDER_CACHE_MAX_BYTES'),
+    originCacheMs: read('ORIGIN_CACHE_SECONDS') * 1000,
+    originTimeoutMs: read('ORIGIN_TIMEOUT_SECONDS') * 1000,
+    originAllowPrivateNetworks: read('ORIGIN_ALLOW_PRIVATE_NETWORKS') ?? false,
   };
   if (problems.length) throw new ConfigError(problems);
   return config;

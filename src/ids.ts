@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 
-export type IdPrefix = 'file' | 'task' | 'batch' | 'upl' | 'acct' | 'key' | 'req' | 'inv' | 'whk' | 'evt' | 'dlv';
+export type IdPrefix = 'file' | 'task' | 'batch' | 'upl' | 'acct' | 'key' | 'req' | 'inv' | 'whk' | 'evt' | 'dlv' | 'sk' | 'org';
 
 const ID_BYTES = 18;
 /** Random bytes drawn 256 ids at a time: one call into the CSPRNG instead of one per id (every request has an id). */

@@ -23,6 +23,14 @@ export interface Metrics {
   /** Webhook delivery attempts by outcome: delivered, retrying (failed, tried again later), failed (given up), lost (lease lapsed). */
   webhookAttempts: Counter<'outcome'>;
   webhookAttemptDuration: Histogram;
+  /** Delivery-URL answers by outcome: hit, miss (rendered), or the error code; the hit ratio is hit / (hit + miss). */
+  renders: Counter<'outcome'>;
+  /** Time of one render (a miss): source read, decode, steps, encode, store. */
+  renderDuration: Histogram;
+  /** Time of one origin fetch by outcome (fetched, revalidated, stale, not_found, error). */
+  originFetchDuration: Histogram<'outcome'>;
+  /** Bytes of stored renders (every process sees the same index). */
+  renderCacheBytes: Gauge;
 }
 
 export interface MetricSources {
@@ -30,6 +38,8 @@ export interface MetricSources {
   /** Milliseconds the oldest runnable queued task has waited, 0 when none waits. */
   oldestQueuedWaitMs(): Promise<number>;
   dataDir: string;
+  /** Bytes of stored renders. */
+  renderCacheBytes(): Promise<number>;
 }
 
 export function createMetrics(sources: MetricSources): Metrics {
@@ -125,6 +135,32 @@ export function createMetrics(sources: MetricSources): Metrics {
       help: 'Previews: renditions rendered from the original or read from the cache, requests refused as busy (503) or unavailable (415)',
       labelNames: ['event'],
       registers,
+    }),
+    renders: new Counter({
+      name: 'imgapi_renders_total',
+      help: 'Delivery-URL requests by outcome: hit, miss (rendered now), or the error code answered',
+      labelNames: ['outcome'],
+      registers,
+    }),
+    renderDuration: seconds(
+      'imgapi_render_duration_seconds',
+      'Delivery-URL render time (cache misses)',
+      [],
+      [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20],
+    ),
+    originFetchDuration: seconds(
+      'imgapi_origin_fetch_duration_seconds',
+      'Origin fetch time by outcome (fetched, revalidated, stale, not_found, error)',
+      ['outcome'],
+      [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    ),
+    renderCacheBytes: new Gauge({
+      name: 'imgapi_render_cache_bytes',
+      help: 'Bytes of stored delivery-URL renders (capped by RENDER_CACHE_MAX_BYTES)',
+      registers,
+      async collect() {
+        this.set(await sources.renderCacheBytes());
+      },
     }),
   };
 }

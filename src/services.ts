@@ -16,6 +16,7 @@ import { TaskQueue } from './queue/queue.js';
 import { LocalStorage } from './storage/local.js';
 import { S3Storage } from './storage/s3.js';
 import type { ObjectStorage } from './storage/storage.js';
+import { Delivery } from './delivery/delivery.js';
 
 export interface Services {
   config: Config;
@@ -33,6 +34,8 @@ export interface Services {
   uploads: DirectUploads;
   /** Where LibreOffice and poppler run: the bwrap sandbox, when it can be set up. */
   sandbox: Sandbox;
+  /** Delivery URLs (/r/…): their render cache, slots and single-flight, one per process. */
+  delivery: Delivery;
   close(): Promise<void>;
 }
 
@@ -86,8 +89,16 @@ export async function createServices(config: Config, overrides: ServiceOverrides
   const wakeups = database.postgresUrl ? new PgWakeups(database, database.postgresUrl, events, logger) : undefined;
   wakeups?.start();
   const maintenance = new Maintenance({ database, storage, clock, logger }, config.sweepIntervalMs);
+  const metrics = createMetrics({
+    queueDepth: () => queue.queueDepth(),
+    oldestQueuedWaitMs: () => queue.oldestQueuedWaitMs(),
+    dataDir: config.dataDir,
+    renderCacheBytes: () => delivery.cache.totalBytes(),
+  });
+  const delivery = new Delivery({ config, clock, database, storage, plans, metrics });
   return {
     config,
+    delivery,
     clock,
     logger,
     maintenance,
@@ -98,11 +109,7 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     plans,
     events,
     queue,
-    metrics: createMetrics({
-      queueDepth: () => queue.queueDepth(),
-      oldestQueuedWaitMs: () => queue.oldestQueuedWaitMs(),
-      dataDir: config.dataDir,
-    }),
+    metrics,
     async close() {
       await maintenance.stop();
       await wakeups?.stop();

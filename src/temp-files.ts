@@ -16,8 +16,8 @@ import path from 'node:path';
  */
 export const UNTOUCHED_STALE_MS = 24 * 3600_000;
 
-/** The directories of tasks and previews under the system's temporary directory. */
-export const WORK_DIR_PREFIXES = ['imgapi-task-', 'imgapi-preview-'];
+/** The directories of tasks, previews and delivery renders under the system's temporary directory. */
+export const WORK_DIR_PREFIXES = ['imgapi-task-', 'imgapi-preview-', 'imgapi-render-'];
 
 const HOST = crypto.createHash('sha256').update(os.hostname()).digest('hex').slice(0, 8);
 const INSTANCE = crypto.randomBytes(4).toString('hex');

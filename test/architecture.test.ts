@@ -51,6 +51,11 @@ const DATA_OWNERS: Readonly<Record<string, Owner>> = {
   'src/maintenance.ts': { owns: ['periodic_runs'] },
   // Endpoints and their deliveries (a queue of its own, like tasks).
   'src/webhooks/': { owns: ['webhooks', 'webhook_deliveries'] },
+  // Delivery URLs: signing keys, presets, origins and their fetched objects, the render cache's index.
+  'src/delivery/': {
+    owns: ['signing_keys', 'presets', 'origins', 'origin_objects', 'render_cache'],
+    reads: { accounts: "a signing key's account: its plan and whether it is disabled" },
+  },
 };
 
 /** The files that may name a table through a variable instead of a literal (see sqlPlacement). */

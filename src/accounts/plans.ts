@@ -21,6 +21,8 @@ export interface PlanLimits {
   maxAiUpscalePixels: number;
   requestsPerSecond: number;
   maxQueuedTasks: number;
+  monthlyRenders: number;
+  origins: number;
 }
 
 /** What each limit means: the OpenAPI description of `limits` in GET /api/account. */
@@ -41,6 +43,8 @@ export const PLAN_LIMIT_DESCRIPTIONS: Record<keyof PlanLimits, string> = {
   requestsPerSecond:
     "Requests per second per API key, or per dashboard session for requests that change something (a session's reads have their own budget of at least 50/s); then 429 RATE_LIMITED with Retry-After.",
   maxQueuedTasks: 'Tasks queued or processing at once; then 429 TOO_MANY_QUEUED_TASKS.',
+  monthlyRenders: 'Delivery-URL renders (cache misses; hits are free) per calendar month (UTC); then 429 RENDER_QUOTA_EXCEEDED.',
+  origins: 'Registered origins (delivery-URL sources); then 403 ORIGIN_LIMIT_EXCEEDED.',
 };
 
 const GiB = 1024 ** 3;
@@ -62,6 +66,8 @@ export const DEFAULT_PLANS: Record<PlanName, PlanLimits> = {
     maxAiUpscalePixels: 0,
     requestsPerSecond: 5,
     maxQueuedTasks: 20,
+    monthlyRenders: 0,
+    origins: 0,
   },
   pro: {
     apiAccess: true,
@@ -78,6 +84,8 @@ export const DEFAULT_PLANS: Record<PlanName, PlanLimits> = {
     maxAiUpscalePixels: 2_000_000,
     requestsPerSecond: 20,
     maxQueuedTasks: 2000,
+    monthlyRenders: 100_000,
+    origins: 5,
   },
   max: {
     apiAccess: true,
@@ -94,6 +102,8 @@ export const DEFAULT_PLANS: Record<PlanName, PlanLimits> = {
     maxAiUpscalePixels: 8_000_000,
     requestsPerSecond: 100,
     maxQueuedTasks: 10_000,
+    monthlyRenders: 1_000_000,
+    origins: 50,
   },
 };
 

@@ -33,11 +33,13 @@ import type { PlanLimits } from './plans.js';
 export const periods = {
   monthlyTasks: (now: number) => `tasks:${monthKey(now)}`,
   dailyBatchFiles: (now: number) => `batch:${dayKey(now)}`,
+  /** Delivery-URL renders (cache misses). */
+  monthlyRenders: (now: number) => `renders:${monthKey(now)}`,
   /** Tasks per day, for the usage chart; never limited. */
   dailyTasks: (now: number) => `tasks-day:${dayKey(now)}`,
 };
 
-async function increment(tx: Tx, accountId: string, period: string, amount: number, limit: number): Promise<boolean> {
+async function increment(tx: Tx | Database['db'], accountId: string, period: string, amount: number, limit: number): Promise<boolean> {
   await tx
     .insertInto('usage_counters')
     .values({ account_id: accountId, period, used: 0 })
@@ -105,6 +107,34 @@ export async function chargeBatchFiles(tx: Tx, accountId: string, limits: PlanLi
       },
     );
   }
+}
+
+/**
+ * Charges one delivery-URL render (a cache miss) against monthlyRenders, or refuses with 429
+ * RENDER_QUOTA_EXCEEDED. Outside any transaction: the conditional UPDATE alone admits exactly
+ * what is left, on both dialects.
+ */
+export async function chargeRender(database: Database, accountId: string, limits: PlanLimits, now: number): Promise<void> {
+  const period = periods.monthlyRenders(now);
+  if (await increment(database.db, accountId, period, 1, limits.monthlyRenders)) return;
+  const used = await counterValue(database.db, accountId, period);
+  throw new AppError('RENDER_QUOTA_EXCEEDED', `The plan's ${limits.monthlyRenders} renders this month are used up`, {
+    limit: limits.monthlyRenders,
+    used,
+    requested: 1,
+    resetsAt: iso(nextMonthStart(now)),
+  });
+}
+
+/** Gives back a render's charge (it failed through no fault of the request: a timeout, the service). */
+export async function refundRender(database: Database, accountId: string, chargedAt: number): Promise<void> {
+  await database.db
+    .updateTable('usage_counters')
+    .set({ used: sql`used - 1` })
+    .where('account_id', '=', accountId)
+    .where('period', '=', periods.monthlyRenders(chargedAt))
+    .where('used', '>', 0)
+    .execute();
 }
 
 export async function checkQueuedTasks(tx: Tx, accountId: string, limits: PlanLimits, adding: number): Promise<void> {
@@ -197,14 +227,16 @@ export async function releaseStorage(tx: Tx, accountId: string, bytes: number): 
 }
 
 export async function readUsage(database: Database, accountId: string, limits: PlanLimits, now: number) {
-  const [monthly, batch, account] = await Promise.all([
+  const [monthly, batch, renders, account] = await Promise.all([
     counterValue(database.db, accountId, periods.monthlyTasks(now)),
     counterValue(database.db, accountId, periods.dailyBatchFiles(now)),
+    counterValue(database.db, accountId, periods.monthlyRenders(now)),
     database.db.selectFrom('accounts').select('storage_used').where('id', '=', accountId).executeTakeFirst(),
   ]);
   return {
     monthlyTasks: { used: monthly, limit: limits.monthlyTasks, resetsAt: iso(nextMonthStart(now)) },
     dailyBatchFiles: { used: batch, limit: limits.dailyBatchFiles, resetsAt: iso(nextDayStart(now)) },
+    monthlyRenders: { used: renders, limit: limits.monthlyRenders, resetsAt: iso(nextMonthStart(now)) },
     storageBytes: { used: Number(account?.storage_used ?? 0), limit: limits.storageBytes },
   };
 }

@@ -33,6 +33,11 @@ export const TABLES = {
   idempotency_keys: ['account_id', 'key'],
   webhooks: ['id'],
   webhook_deliveries: ['id'],
+  signing_keys: ['id'],
+  presets: ['account_id', 'name'],
+  origins: ['id'],
+  origin_objects: ['origin_id', 'path'],
+  render_cache: ['key'],
 } as const satisfies { [T in keyof DB]: readonly [keyof DB[T] & string, ...(keyof DB[T] & string)[]] };
 
 export type TableName = keyof typeof TABLES;

@@ -316,6 +316,76 @@ export const migrations: Record<string, Migration> = {
       await db.schema.alterTable('accounts').addColumn('disabled_at', ms).execute();
     },
   },
+  '0010_delivery_urls': {
+    async up(db: Kysely<any>) {
+      // Delivery URLs (/r/…): the keys that sign them, named transforms, the origins sources
+      // are fetched from, the objects fetched, and the index of stored renders.
+      await db.schema
+        .createTable('signing_keys')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('secret', 'text', (c) => c.notNull())
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('signing_keys_account').on('signing_keys').column('account_id').execute();
+
+      await db.schema
+        .createTable('presets')
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('transform', 'text', (c) => c.notNull())
+        .addColumn('public', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .addColumn('updated_at', ms, (c) => c.notNull())
+        .addPrimaryKeyConstraint('presets_pk', ['account_id', 'name'])
+        .execute();
+
+      await db.schema
+        .createTable('origins')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('base_url', 'text', (c) => c.notNull())
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .addUniqueConstraint('origins_account_name', ['account_id', 'name'])
+        .execute();
+
+      // One object fetched from an origin, kept in storage and revalidated with its validators.
+      await db.schema
+        .createTable('origin_objects')
+        .addColumn('origin_id', 'text', (c) => c.notNull())
+        .addColumn('path', 'text', (c) => c.notNull())
+        .addColumn('storage_key', 'text', (c) => c.notNull())
+        .addColumn('format', 'text', (c) => c.notNull())
+        .addColumn('bytes', ms, (c) => c.notNull())
+        .addColumn('content_hash', 'text', (c) => c.notNull())
+        .addColumn('etag', 'text')
+        .addColumn('last_modified', 'text')
+        .addColumn('checked_at', ms, (c) => c.notNull())
+        .addPrimaryKeyConstraint('origin_objects_pk', ['origin_id', 'path'])
+        .execute();
+
+      // The render cache's index: a render is visible once its row exists (its object is
+      // written first); `source` is what purges it; `last_used_at` orders eviction.
+      await db.schema
+        .createTable('render_cache')
+        .addColumn('key', 'text', (c) => c.primaryKey())
+        .addColumn('account_id', 'text', (c) => c.notNull())
+        .addColumn('source', 'text', (c) => c.notNull())
+        .addColumn('preset', 'text')
+        .addColumn('storage_key', 'text', (c) => c.notNull())
+        .addColumn('content_type', 'text', (c) => c.notNull())
+        .addColumn('etag', 'text', (c) => c.notNull())
+        .addColumn('bytes', ms, (c) => c.notNull())
+        .addColumn('expires_at', ms)
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .addColumn('last_used_at', ms, (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('render_cache_source').on('render_cache').columns(['account_id', 'source']).execute();
+      await db.schema.createIndex('render_cache_preset').on('render_cache').columns(['account_id', 'preset']).execute();
+      await db.schema.createIndex('render_cache_last_used').on('render_cache').column('last_used_at').execute();
+    },
+  },
 };
 
 export interface SchemaState {

@@ -236,4 +236,73 @@ export interface DB {
   idempotency_keys: IdempotencyKeysTable;
   webhooks: WebhooksTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  signing_keys: SigningKeysTable;
+  presets: PresetsTable;
+  origins: OriginsTable;
+  origin_objects: OriginObjectsTable;
+  render_cache: RenderCacheTable;
+}
+
+// Delivery URLs (src/delivery/) ----------------------------------------------------------
+
+export interface SigningKeysTable {
+  /** The public key id in delivery URLs (sk_…). */
+  id: string;
+  account_id: string;
+  /**
+   * Kept as issued (like a webhook's secret): the service must compute HMACs with it, so a hash
+   * would not do. Shown once at creation, never returned or logged after.
+   */
+  secret: string;
+  created_at: number;
+}
+
+export interface PresetsTable {
+  account_id: string;
+  name: string;
+  /** The normalised transform (src/delivery/transform.ts). */
+  transform: string;
+  public: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface OriginsTable {
+  id: string;
+  account_id: string;
+  name: string;
+  base_url: string;
+  created_at: number;
+}
+
+export interface OriginObjectsTable {
+  origin_id: string;
+  path: string;
+  storage_key: string;
+  format: string;
+  bytes: number;
+  /** sha256 of the bytes: the source's version in render cache keys. */
+  content_hash: string;
+  etag: string | null;
+  last_modified: string | null;
+  /** When the origin last confirmed (or sent) these bytes. */
+  checked_at: number;
+}
+
+export interface RenderCacheTable {
+  key: string;
+  account_id: string;
+  /** `file:<fileId>` or `origin:<originId>`: what purges the render. */
+  source: string;
+  /** The preset the transform named, if any: what purges the render when the preset changes. */
+  preset: string | null;
+  storage_key: string;
+  content_type: string;
+  /** The bytes' strong validator (a hash of them). */
+  etag: string;
+  bytes: number;
+  /** The source file's expiry: a hit past it is not served. */
+  expires_at: number | null;
+  created_at: number;
+  last_used_at: number;
 }

@@ -16,6 +16,8 @@ import { jobRoutes } from './routes/jobs.js';
 import { opsRoutes } from './routes/ops.js';
 import { taskRoutes } from './routes/tasks.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import { deliveryApiRoutes } from './routes/delivery-api.js';
+import { deliveryRoutes } from './routes/delivery.js';
 import { uploadReceiverRoutes, uploadRoutes } from './routes/uploads.js';
 import { dashboardRoutes } from './routes/dashboard/index.js';
 
@@ -79,9 +81,12 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       taskRoutes(api, services);
       accountRoutes(api, services);
       webhookRoutes(api, services);
+      deliveryApiRoutes(api, services);
     },
     { prefix: '/api' },
   );
+  // Delivery URLs: outside /api, authorised by the URL's signature alone.
+  deliveryRoutes(app, services);
   // Direct uploads' PUT (local storage): outside /api, authorised by the URL's signature alone.
   await uploadReceiverRoutes(app, services);
 

@@ -69,6 +69,15 @@ const MEANING: Record<ApiErrorCode, string> = {
   INTERNAL_ERROR: 'A fault of the service; quote the request id.',
   SERVICE_UNAVAILABLE: 'Too busy right now; retry after Retry-After seconds.',
   INSUFFICIENT_STORAGE: "The service's own disk, database or object store is full; nothing was kept.",
+  SIGNATURE_INVALID:
+    "The delivery URL's signature is wrong or missing, its key is unknown or deleted, or `_` was used with anything but one public preset.",
+  ORIGIN_LIMIT_EXCEEDED: "The account has as many origins as the plan's `origins` allows (`details.limit`); delete one first.",
+  RENDER_QUOTA_EXCEEDED: "The plan's monthlyRenders (cache misses) are used up until `details.resetsAt`; stored renders are still served.",
+  IMAGE_TOO_LARGE: "The source (from its header, before decoding) or the render passes the plan's maxPixels, maxFrames or maxTotalPixels.",
+  ORIGIN_FAILED:
+    'The origin could not be fetched: a redirect, an error answer, a connection failure, a non-public address, no complete answer within ORIGIN_TIMEOUT_SECONDS, or a body larger than maxFileBytes.',
+  RENDER_BUSY: 'Every render slot of this process is taken and none came free within RENDER_QUEUE_SECONDS; retry after Retry-After seconds.',
+  RENDER_TIMEOUT: 'The render took longer than RENDER_TIMEOUT_SECONDS and was abandoned (nothing stored, nothing charged).',
 };
 
 /** Every /api operation: authentication, the rate limit, and faults of the service itself. */
@@ -104,7 +113,7 @@ const HEADERS = {
   'RateLimit-Limit': header("Requests allowed per second (the plan's requestsPerSecond). On every authenticated response.", integer, false),
   'RateLimit-Remaining': header('Requests left in the current one-second window. On every authenticated response.', integer, false),
   'RateLimit-Reset': header('Seconds until the window resets. On every authenticated response.', integer, false),
-  'Retry-After': header('Seconds to wait before trying again (RATE_LIMITED, SERVICE_UNAVAILABLE).', integer, false),
+  'Retry-After': header('Seconds to wait before trying again (RATE_LIMITED, SERVICE_UNAVAILABLE, RENDER_BUSY).', integer, false),
   Location: header('Where to follow what was created.', { type: 'string', format: 'uri-reference' }),
   ETag: header("The bytes' strong validator: send it as If-None-Match.", { type: 'string', pattern: '^"[^"]+"$' }),
   'Content-Disposition': header('How a browser should treat the bytes, with a safe file name (and `filename*` for the UTF-8 one).', {
@@ -116,6 +125,15 @@ const HEADERS = {
   }),
   'Content-Length': header('Bytes in this response.', integer),
   'Accept-Ranges': header('Byte ranges are served.', { type: 'string', enum: ['bytes'] }),
+  'Cache-Control': header("A render: `public, max-age=31536000, immutable` (RENDER_CACHE_CONTROL changes it); a delivery URL's error: `no-store`.", {
+    type: 'string',
+  }),
+  Vary: header('`Accept` when the format was chosen from it (`f:auto`).', { type: 'string' }, false),
+  'Imgapi-Cache': header('`hit`: served from the stored render; `miss`: rendered for this request (and stored).', {
+    type: 'string',
+    enum: ['hit', 'miss'],
+  }),
+  'X-Content-Type-Options': header('`nosniff`: the bytes are only what Content-Type says.', { type: 'string', enum: ['nosniff'] }),
 };
 export type HeaderName = keyof typeof HEADERS;
 
@@ -209,7 +227,7 @@ const MALFORMED_REQUEST = {
 };
 
 /** One response per status the codes map to, each naming exactly its codes. */
-function errorResponses(codes: readonly ApiErrorCode[], authenticated: boolean) {
+function errorResponses(codes: readonly ApiErrorCode[], authenticated: boolean, extraHeaders: readonly HeaderName[] = []) {
   const byStatus = new Map<number, ApiErrorCode[]>();
   for (const code of new Set(codes)) {
     const status = ERROR_STATUS[code];
@@ -220,8 +238,8 @@ function errorResponses(codes: readonly ApiErrorCode[], authenticated: boolean) 
       .sort(([a], [b]) => a - b)
       .map(([status, list]) => {
         // Rate-limit headers come once the key is known: never on a 401.
-        const names: HeaderName[] = ['X-Request-Id', ...(authenticated && status !== 401 ? RATE_LIMIT : [])];
-        if (list.includes('RATE_LIMITED') || list.includes('SERVICE_UNAVAILABLE')) names.push('Retry-After');
+        const names: HeaderName[] = ['X-Request-Id', ...(authenticated && status !== 401 ? RATE_LIMIT : []), ...extraHeaders];
+        if (list.includes('RATE_LIMITED') || list.includes('SERVICE_UNAVAILABLE') || list.includes('RENDER_BUSY')) names.push('Retry-After');
         if (list.includes('RANGE_NOT_SATISFIABLE')) names.push('Content-Range');
         return [
           status,
@@ -261,9 +279,9 @@ export function apiResponses(successes: Record<number, Success>, codes: readonly
   return { ...successResponses(successes, true), ...errorResponses(codes, true) };
 }
 
-/** An operation outside /api: no key, no rate limit. */
-export function publicResponses(successes: Record<number, Success>, codes: readonly ApiErrorCode[] = []) {
-  return { ...successResponses(successes, false), ...errorResponses([...codes, 'INTERNAL_ERROR'], false) };
+/** An operation outside /api: no key, no rate limit; `errorHeaders`: headers every error of it carries. */
+export function publicResponses(successes: Record<number, Success>, codes: readonly ApiErrorCode[] = [], errorHeaders: readonly HeaderName[] = []) {
+  return { ...successResponses(successes, false), ...errorResponses([...codes, 'INTERNAL_ERROR'], false, errorHeaders) };
 }
 
 export const API_SECURITY = [{ apiKey: [] }];
@@ -328,6 +346,10 @@ const TAGS = [
   { name: 'Tasks', description: 'Follow and cancel tasks' },
   { name: 'Account', description: 'Plan, limits and usage' },
   { name: 'Webhooks', description: 'Be told when tasks and batches end, instead of polling' },
+  {
+    name: 'Delivery',
+    description: 'Signed URLs that render an image on the first request and serve the stored render after: signing keys, presets, origins',
+  },
   { name: 'Operations', description: 'Health, readiness and metrics' },
 ];
 

@@ -11,6 +11,7 @@ import { OPERATIONS } from '../operations/registry.js';
 import { stepSchema } from '../operations/pipeline.js';
 import type { AnyOperation, JsonSchema } from '../operations/types.js';
 import { WEBHOOK_SCHEMAS } from './webhook-schemas.js';
+import { DELIVERY_SCHEMAS } from './delivery-schemas.js';
 
 export const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -122,6 +123,7 @@ export const QUEUED_TASK_EXAMPLE = { taskId: EXAMPLE_IDS.task, status: 'queued',
 const usageExample = (limits: PlanLimits) => ({
   monthlyTasks: { used: 1234, limit: limits.monthlyTasks, resetsAt: '2026-06-01T00:00:00.000Z' },
   dailyBatchFiles: { used: 40, limit: limits.dailyBatchFiles, resetsAt: '2026-05-05T00:00:00.000Z' },
+  monthlyRenders: { used: 5210, limit: limits.monthlyRenders, resetsAt: '2026-06-01T00:00:00.000Z' },
   storageBytes: { used: 734_003_200, limit: limits.storageBytes },
 });
 
@@ -415,9 +417,14 @@ const RESOURCES: Record<string, JsonSchema> = {
 
   Usage: {
     type: 'object',
-    required: ['monthlyTasks', 'dailyBatchFiles', 'storageBytes'],
+    required: ['monthlyTasks', 'dailyBatchFiles', 'monthlyRenders', 'storageBytes'],
     additionalProperties: false,
-    properties: { monthlyTasks: ref('UsageCounter'), dailyBatchFiles: ref('UsageCounter'), storageBytes: ref('UsageCounter') },
+    properties: {
+      monthlyTasks: ref('UsageCounter'),
+      dailyBatchFiles: ref('UsageCounter'),
+      monthlyRenders: ref('UsageCounter'),
+      storageBytes: ref('UsageCounter'),
+    },
     examples: [usageExample(DEFAULT_PLANS.pro)],
   },
 
@@ -666,6 +673,7 @@ function jobSchemas(op: AnyOperation): Record<string, JsonSchema> {
 export const COMPONENT_SCHEMAS: Record<string, JsonSchema> = {
   ...RESOURCES,
   ...WEBHOOK_SCHEMAS,
+  ...DELIVERY_SCHEMAS,
   ...Object.fromEntries(OPERATIONS.flatMap((op) => Object.entries(jobSchemas(op)))),
 };
 

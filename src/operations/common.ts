@@ -70,8 +70,8 @@ export interface StepCall {
   path?: string;
 }
 
-/** A kind's step with its options, as the image pipeline runs it. */
-function jobStep({ op, options, path }: StepCall, env: StepEnv): JobStep {
+/** A kind's step with its options, as the image pipeline runs it (jobs here; delivery URLs in src/delivery/render.ts). */
+export function jobStep({ op, options, path }: StepCall, env: StepEnv): JobStep {
   const step = op.step!;
   const transform = step.transform(options, env);
   return {

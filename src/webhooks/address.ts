@@ -6,6 +6,7 @@
 // each delivery actually connects to (src/webhooks/send.ts), so a name that resolves elsewhere
 // later (DNS rebinding) cannot pass.
 import dns from 'node:dns';
+import type http from 'node:http';
 import net from 'node:net';
 import { AppError } from '../errors.js';
 
@@ -126,26 +127,55 @@ const notAllowed = (url: URL, address: string) =>
 
 /**
  * Refuses (400) a destination whose host is, or resolves to, a forbidden address, unless
- * `allowPrivate`. A name that does not resolve is refused too (VALIDATION_ERROR).
+ * `allowPrivate`. A name that does not resolve is refused too (VALIDATION_ERROR naming `field`).
+ * `refuse` makes the error for a forbidden address (a webhook's WEBHOOK_URL_NOT_ALLOWED by default).
  */
-export async function checkDestination(url: URL, allowPrivate: boolean): Promise<void> {
+export async function checkDestination(
+  url: URL,
+  allowPrivate: boolean,
+  { field = 'url', refuse = notAllowed }: { field?: string; refuse?: (url: URL, address: string) => AppError } = {},
+): Promise<void> {
   if (allowPrivate) return;
   const host = hostOf(url);
   if (net.isIP(host)) {
-    if (isForbiddenAddress(host)) throw notAllowed(url, host);
+    if (isForbiddenAddress(host)) throw refuse(url, host);
     return;
   }
   let addresses: dns.LookupAddress[];
   try {
     addresses = await dns.promises.lookup(host, { all: true, verbatim: true });
   } catch {
-    throw new AppError('VALIDATION_ERROR', `url: the host ${host} does not resolve`, {
-      fields: [{ field: 'url', message: `the host ${host} does not resolve` }],
+    throw new AppError('VALIDATION_ERROR', `${field}: the host ${host} does not resolve`, {
+      fields: [{ field, message: `the host ${host} does not resolve` }],
     });
   }
   const forbidden = addresses.find((a) => isForbiddenAddress(a.address));
-  if (forbidden) throw notAllowed(url, forbidden.address);
+  if (forbidden) throw refuse(url, forbidden.address);
 }
+
+/**
+ * Confines an outgoing http(s) request to public addresses, unless `allowPrivate`: a literal
+ * forbidden host is refused before connecting (the error is returned), a name is resolved by
+ * safeLookup (pass `requestOptions` to the request), and the address actually connected to is
+ * checked again (`fail` is called), whatever resolved it (a literal, a happy-eyeballs pick).
+ */
+export const publicOnly = {
+  /** A ForbiddenAddressError when the URL's host is a forbidden literal address, else undefined. */
+  literal(url: URL, allowPrivate: boolean): ForbiddenAddressError | undefined {
+    const host = hostOf(url);
+    return !allowPrivate && net.isIP(host) && isForbiddenAddress(host) ? new ForbiddenAddressError(host) : undefined;
+  },
+  requestOptions: (allowPrivate: boolean): { lookup?: never } => (allowPrivate ? {} : { lookup: safeLookup as never }),
+  watch(request: http.ClientRequest, allowPrivate: boolean, fail: (err: ForbiddenAddressError) => void): void {
+    if (allowPrivate) return;
+    request.on('socket', (socket) => {
+      socket.once('connect', () => {
+        const remote = socket.remoteAddress;
+        if (remote === undefined || isForbiddenAddress(remote)) fail(new ForbiddenAddressError(remote ?? 'an unknown address'));
+      });
+    });
+  },
+};
 
 /** Thrown (as a connection error) when a delivery would connect to a forbidden address. */
 export class ForbiddenAddressError extends Error {

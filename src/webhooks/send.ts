@@ -5,8 +5,7 @@
 // are read, for the deliveries log.
 import http from 'node:http';
 import https from 'node:https';
-import net from 'node:net';
-import { ForbiddenAddressError, hostOf, isForbiddenAddress, safeLookup } from './address.js';
+import { ForbiddenAddressError, publicOnly } from './address.js';
 
 /** Bytes of a receiver's answer read (and kept in the log): enough for an error message. */
 export const RESPONSE_BODY_CAP = 4096;
@@ -54,8 +53,8 @@ export function postWebhook(urlText: string, body: string, options: SendOptions)
     } catch {
       return fail('the endpoint URL is invalid');
     }
-    const host = hostOf(url);
-    if (!options.allowPrivate && net.isIP(host) && isForbiddenAddress(host)) return fail(new ForbiddenAddressError(host).message);
+    const literal = publicOnly.literal(url, options.allowPrivate);
+    if (literal) return fail(literal.message);
     const client = url.protocol === 'https:' ? https : http;
     try {
       request = client.request(url, {
@@ -67,20 +66,12 @@ export function postWebhook(urlText: string, body: string, options: SendOptions)
           'content-length': String(Buffer.byteLength(body)),
           'user-agent': 'imgapi-webhooks/1',
         },
-        ...(options.allowPrivate ? {} : { lookup: safeLookup as never }),
+        ...publicOnly.requestOptions(options.allowPrivate),
       });
     } catch (err) {
       return fail((err as Error).message);
     }
-    request.on('socket', (socket) => {
-      // The address actually connected to, whatever resolved it (a literal, a happy-eyeballs pick).
-      socket.once('connect', () => {
-        const remote = socket.remoteAddress;
-        if (!options.allowPrivate && (remote === undefined || isForbiddenAddress(remote))) {
-          fail(new ForbiddenAddressError(remote ?? 'an unknown address').message);
-        }
-      });
-    });
+    publicOnly.watch(request, options.allowPrivate, (err) => fail(err.message));
     request.on('error', (err) => fail(describe(err)));
     request.on('response', (response) => {
       const statusCode = response.statusCode ?? 0;

@@ -277,6 +277,8 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
     },
     async (request: FastifyRequest<{ Params: { fileId: string } }>, reply) => {
       await deleteFile(database, storage, clock, request.account.id, request.params.fileId);
+      // Its delivery-URL renders go with it (their cache keys named it, so none is served after).
+      await services.delivery.cache.purgeSource(request.account.id, `file:${request.params.fileId}`);
       return reply.code(204).send();
     },
   );

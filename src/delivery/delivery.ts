@@ -1,0 +1,330 @@
+// The /r/ route's core: signature → source → cache lookup → (miss) single-flight → quota →
+// slot → render → store. The route (src/http/routes/delivery.ts) only reads the path and
+// writes the answer.
+//
+// - The signature is checked before anything but the key lookup (cached: signing-keys.ts).
+// - Cache keys hash the account, the source's identity and version (a file's id and content
+//   hash; an origin object's origin id, path and content hash), the normalised transform with
+//   its preset expanded, and the negotiated format: a change to any of them is a new key, so
+//   an old render is never served for it. Keys of one account share renders (the key id is not
+//   in the cache key): deleting a signing key stops its URLs at the signature check.
+// - Single-flight: concurrent misses of one key in this process wait for one render (one
+//   charge). Across processes the same miss may be rendered (and charged) once per process at
+//   most: the second store replaces the first with the same bytes.
+// - A miss is charged against monthlyRenders before it renders (one conditional UPDATE: exact
+//   under concurrency) and refunded when it fails, whatever the cause: only renders count.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import type { Readable } from 'node:stream';
+import { limitsOf, type PlanLimits, type PlanTable } from '../accounts/plans.js';
+import { chargeRender, refundRender } from '../accounts/quota.js';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import type { Database } from '../db/database.js';
+import { AppError, TaskError } from '../errors.js';
+import { getLiveFile } from '../files/files.js';
+import { IMAGE_FORMATS, type OutputFormat } from '../imaging/formats.js';
+import { sha256Hex } from '../ids.js';
+import type { Metrics } from '../metrics.js';
+import type { ObjectStorage } from '../storage/storage.js';
+import { ownedTempPrefix } from '../temp-files.js';
+import { RenderSlots } from './admission.js';
+import { checkOriginPath, originObject } from './origin-fetch.js';
+import { findOrigin } from './origins.js';
+import { findPreset } from './presets.js';
+import { mediaTypeOf, render } from './render.js';
+import { RenderCache, type CachedRender } from './render-cache.js';
+import { findSigningKey, signatureMatches } from './signing-keys.js';
+import { invalidPair, normalise, parsePairs, presetOf, resolveTransform, type Transform } from './transform.js';
+
+export interface DeliveryRequest {
+  keyId: string;
+  signature: string;
+  /** `{transform}/{source}` exactly as sent (what is signed). */
+  signed: string;
+  accept: string | undefined;
+}
+
+export interface Delivered {
+  render: CachedRender;
+  body: Readable;
+  hit: boolean;
+  /** The format came from Accept (f:auto): the answer varies by it. */
+  negotiated: boolean;
+}
+
+/** The source a render reads, located and versioned. */
+interface Source {
+  /** What purges its renders: `file:<id>` or `origin:<id>`. */
+  id: string;
+  version: string;
+  storageKey: string;
+  format: string;
+  expiresAt: number | null;
+  /** Whether it is still live, checked after a render is stored (it may have been deleted meanwhile). */
+  stillLive(): Promise<boolean>;
+}
+
+const signatureInvalid = () => new AppError('SIGNATURE_INVALID', 'The URL signature does not match its key, or the key is unknown or deleted');
+
+export interface DeliveryServices {
+  config: Config;
+  clock: Clock;
+  database: Database;
+  storage: ObjectStorage;
+  plans: PlanTable;
+  metrics: Metrics;
+}
+
+export class Delivery {
+  readonly cache: RenderCache;
+  private readonly slots: RenderSlots;
+  /** Renders in progress in this process, by cache key. */
+  private readonly inFlight = new Map<string, Promise<CachedRender>>();
+
+  constructor(private readonly services: DeliveryServices) {
+    this.cache = new RenderCache(services.database, services.storage, services.config.renderCacheMaxBytes);
+    this.slots = new RenderSlots(services.config.renderConcurrency, services.config.renderQueueMs);
+  }
+
+  async deliver(request: DeliveryRequest): Promise<Delivered> {
+    const { database, clock } = this.services;
+    const key = await findSigningKey(database, request.keyId);
+    if (!key) throw signatureInvalid();
+    const slash = request.signed.indexOf('/');
+    const transformText = slash < 0 ? request.signed : request.signed.slice(0, slash);
+    const sourceText = slash < 0 ? '' : request.signed.slice(slash + 1);
+    if (request.signature === '_') {
+      // Unsigned: only a public preset, as the whole transform (Cloudinary's strict transformations).
+      const name = /^p:([a-z0-9-]{1,32})$/.exec(transformText)?.[1];
+      const preset = name ? await findPreset(database, key.accountId, name) : undefined;
+      if (!preset?.public) throw signatureInvalid();
+    } else if (!signatureMatches(key.secret, request.signed, request.signature)) {
+      throw signatureInvalid();
+    }
+    if (key.disabled) throw new AppError('ACCOUNT_DISABLED', 'The account of this URL has been disabled by the operator');
+    const limits = limitsOf(this.services.plans, key.plan);
+
+    const pairs = parsePairs(transformText);
+    const presetName = presetOf(pairs);
+    const preset = presetName ? await findPreset(database, key.accountId, presetName) : undefined;
+    if (presetName && !preset) throw invalidPair('p', `the account has no preset named "${presetName}"`);
+    const transform = resolveTransform(pairs, preset?.pairs);
+    const now = clock.now();
+    const source = await this.locate(key.accountId, sourceText, transform, limits, now);
+
+    const negotiated = transform.f === 'auto';
+    const format = outputFormat(transform, request.accept);
+    const formatClass = typeof format === 'function' ? 'auto-legacy' : (format ?? 'source');
+    const cacheKey = sha256Hex([key.accountId, source.id, source.version, normalise(transform), formatClass].join('\n'));
+
+    const cached = await this.cache.find(cacheKey, now);
+    if (cached) {
+      const body = await this.cache.open(cached);
+      if (body) return { render: cached, body, hit: true, negotiated };
+    }
+    let pending = this.inFlight.get(cacheKey);
+    if (!pending) {
+      pending = this.renderOnce(key.accountId, limits, cacheKey, source, transform, format, presetName).finally(() => this.inFlight.delete(cacheKey));
+      this.inFlight.set(cacheKey, pending);
+    }
+    const made = await pending;
+    const body = await this.cache.open(made);
+    if (!body) throw new AppError('NOT_FOUND', 'The render was purged as it was made (its source was deleted)');
+    return { render: made, body, hit: false, negotiated };
+  }
+
+  /** Where the source is and which version of it; 404 for another account's or a missing one. */
+  private async locate(accountId: string, text: string, transform: Transform, limits: PlanLimits, now: number): Promise<Source> {
+    const { database, config, storage } = this.services;
+    if (text.startsWith('o/')) {
+      const rest = text.slice(2);
+      const slash = rest.indexOf('/');
+      const name = slash < 0 ? rest : rest.slice(0, slash);
+      const objectPath = slash < 0 ? '' : rest.slice(slash + 1);
+      checkOriginPath(objectPath);
+      if (transform.page !== undefined) throw invalidPair('page', 'page selects a page of a PDF source; origins serve images');
+      const origin = await findOrigin(database, accountId, name);
+      if (!origin) throw new AppError('NOT_FOUND', `The account has no origin named "${name}"`);
+      const object = await originObject(origin, objectPath, {
+        database,
+        storage,
+        allowPrivate: config.originAllowPrivateNetworks,
+        timeoutMs: config.originTimeoutMs,
+        cacheMs: config.originCacheMs,
+        maxBytes: limits.maxFileBytes,
+        now,
+        observe: (seconds, outcome) => this.services.metrics.originFetchDuration.observe({ outcome }, seconds),
+      });
+      return {
+        id: `origin:${origin.id}`,
+        version: `${objectPath}\n${object.contentHash}`,
+        storageKey: object.storageKey,
+        format: object.format,
+        expiresAt: null,
+        stillLive: async () => (await findOrigin(database, accountId, name))?.id === origin.id,
+      };
+    }
+    if (!/^[A-Za-z0-9_-]{1,100}$/.test(text)) {
+      throw new AppError('VALIDATION_ERROR', 'source: is neither a fileId nor o/{origin}/{path}', {
+        fields: [{ field: 'source', message: 'is neither a fileId nor o/{origin}/{path}' }],
+      });
+    }
+    let file;
+    try {
+      file = await getLiveFile(database.db, accountId, text, now);
+    } catch (err) {
+      // An expired file is gone as a deleted one is: 404.
+      if (err instanceof AppError && err.code === 'FILE_EXPIRED') throw new AppError('NOT_FOUND', 'File not found');
+      throw err;
+    }
+    // PDF sources (a page of one) come with PDF uploads; until then `page` fits no source.
+    if (transform.page !== undefined) throw invalidPair('page', `page selects a page of a PDF source; this file is ${file.format}`);
+    if (!IMAGE_FORMATS.has(file.format)) {
+      throw new AppError('UNSUPPORTED_MEDIA_TYPE', `A ${file.format} file cannot be rendered by a delivery URL; images can`);
+    }
+    return {
+      id: `file:${file.id}`,
+      version: file.etag,
+      storageKey: file.storage_key,
+      format: file.format,
+      expiresAt: file.expires_at,
+      stillLive: async () =>
+        getLiveFile(database.db, accountId, file.id, this.services.clock.now()).then(
+          () => true,
+          () => false,
+        ),
+    };
+  }
+
+  /** One render of a missing key: charged, admitted, rendered within the time limit, stored. */
+  private async renderOnce(
+    accountId: string,
+    limits: PlanLimits,
+    cacheKey: string,
+    source: Source,
+    transform: Transform,
+    format: RenderFormat,
+    preset: string | undefined,
+  ): Promise<CachedRender> {
+    const { database, clock, config, metrics } = this.services;
+    const chargedAt = clock.now();
+    await chargeRender(database, accountId, limits, chargedAt);
+    try {
+      await this.slots.acquire();
+      let made;
+      const started = performance.now();
+      try {
+        made = await this.withTimeLimit((signal, deadline) => this.renderSource(source, transform, format, limits, signal, deadline));
+      } finally {
+        this.slots.release();
+      }
+      metrics.renderDuration.observe((performance.now() - started) / 1000);
+      const stored = await this.cache.store(
+        {
+          key: cacheKey,
+          accountId,
+          source: source.id,
+          preset,
+          contentType: mediaTypeOf(made.format),
+          etag: sha256Hex(made.data).slice(0, 32),
+          data: made.data,
+          expiresAt: source.expiresAt,
+        },
+        clock.now(),
+      );
+      // Deleted while it rendered: its purge may have run before this store.
+      if (!(await source.stillLive())) {
+        await this.cache.purgeSource(accountId, source.id);
+        throw new AppError('NOT_FOUND', 'The source was deleted');
+      }
+      return stored;
+    } catch (err) {
+      await refundRender(database, accountId, chargedAt).catch(() => undefined);
+      throw asRenderError(err, config.renderTimeoutMs);
+    }
+  }
+
+  /**
+   * Runs `work` with RENDER_TIMEOUT_SECONDS: at the deadline the answer is 504 RENDER_TIMEOUT
+   * and the work is told to stop (its signal; libvips' own timeout).
+   */
+  private async withTimeLimit<T>(work: (signal: AbortSignal, deadline: number) => Promise<T>): Promise<T> {
+    const { renderTimeoutMs } = this.services.config;
+    const controller = new AbortController();
+    const timedOut = () => new AppError('RENDER_TIMEOUT', `The render took longer than ${renderTimeoutMs / 1000} s`);
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = Date.now() + renderTimeoutMs;
+    const running = work(controller.signal, deadline);
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        controller.abort(timedOut());
+        reject(timedOut());
+      }, renderTimeoutMs);
+    });
+    try {
+      return await Promise.race([running, timeout]);
+    } finally {
+      clearTimeout(timer);
+      // The slot is held until the work has really stopped.
+      await running.catch(() => undefined);
+    }
+  }
+
+  /** The source on this machine's disk (local storage: where it is; S3: a copy), rendered. */
+  private async renderSource(source: Source, transform: Transform, format: RenderFormat, limits: PlanLimits, signal: AbortSignal, deadline: number) {
+    const { storage } = this.services;
+    const tmpDir = await fs.promises.mkdtemp(path.join(os.tmpdir(), ownedTempPrefix('imgapi-render-')));
+    try {
+      let inputPath = storage.localPath?.(source.storageKey);
+      if (!inputPath) {
+        inputPath = path.join(tmpDir, 'source');
+        await pipeline(await storage.get(source.storageKey), fs.createWriteStream(inputPath), { signal });
+      }
+      return await render({ inputPath, inputFormat: source.format, transform, format, limits, deadline, signal, tmpDir });
+    } finally {
+      await fs.promises.rm(tmpDir, { recursive: true, force: true });
+    }
+  }
+}
+
+type RenderFormat = OutputFormat | ((hasAlpha: boolean) => OutputFormat) | undefined;
+
+/**
+ * The output format: `f` as given; for `auto`, AVIF when Accept names it, else WebP, else (a
+ * function of the source's alpha) PNG or JPEG; without `f`, the source's where it can be written.
+ */
+function outputFormat(transform: Transform, accept: string | undefined): RenderFormat {
+  const f = transform.f;
+  if (f === undefined) return undefined;
+  if (f !== 'auto') return f as OutputFormat;
+  const types = (accept ?? '')
+    .toLowerCase()
+    .split(',')
+    .map((part) => part.trim().split(';'))
+    .filter(([, ...params]) => !params.some((p) => /^\s*q\s*=\s*0(\.0*)?\s*$/.test(p)))
+    .map(([type]) => type!.trim());
+  if (types.includes('image/avif')) return 'avif';
+  if (types.includes('image/webp')) return 'webp';
+  return (hasAlpha) => (hasAlpha ? 'png' : 'jpeg');
+}
+
+/** A render's failure as the contract's answer: the input's faults as 4xx, the time limit as 504. */
+function asRenderError(err: unknown, timeoutMs: number): unknown {
+  if (!(err instanceof TaskError)) return err;
+  switch (err.code) {
+    case 'IMAGE_TOO_LARGE':
+      return new AppError('IMAGE_TOO_LARGE', err.message);
+    case 'PROCESSING_TIMEOUT':
+      return new AppError('RENDER_TIMEOUT', `The render took longer than ${timeoutMs / 1000} s`);
+    case 'INVALID_OPTIONS':
+      return new AppError('VALIDATION_ERROR', err.message, { fields: [{ field: String(err.details?.field ?? 'transform'), message: err.message }] });
+    case 'INTERNAL_ERROR':
+      return err;
+    default:
+      // INVALID_IMAGE, UNSUPPORTED_FORMAT, CONVERSION_FAILED…: the source is not an image this renders.
+      return new AppError('UNSUPPORTED_MEDIA_TYPE', err.message);
+  }
+}

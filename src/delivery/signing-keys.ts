@@ -1,0 +1,124 @@
+// Signing keys of delivery URLs: `/r/{keyId}/{signature}/…` where the signature is base64url
+// (no padding) of HMAC-SHA256(secret, "{transform}/{source}"), the key being the secret's text
+// as issued (UTF-8), as for webhooks. Several keys per account, for rotation.
+//
+// The secret must be at hand to compute HMACs, so it is kept as issued (a hash would not do),
+// as a webhook's secret is: the database is already what every credential of this service
+// trusts. It is shown once, at creation, and never returned or logged after.
+//
+// Keys are looked up on every /r/ request, so they are served from memory for at most
+// KEY_CACHE_MS (the bound API keys have, accounts.ts): a key deleted through this process stops
+// working at once here (the cache is cleared), and within KEY_CACHE_MS in every other process.
+import crypto from 'node:crypto';
+import type { Database, Tx } from '../db/database.js';
+import { notFound } from '../errors.js';
+import { iso } from '../clock.js';
+import { newId } from '../ids.js';
+
+/**
+ * How long a key (and its account's plan and state) may be served from memory: a deletion, a
+ * plan change or a disable made by another process applies within this.
+ */
+export const KEY_CACHE_MS = 900;
+const KEY_CACHE_ENTRIES = 10_000;
+
+/** A signing key as the /r/ route needs it: its secret and its account's plan and state. */
+export interface SigningKey {
+  keyId: string;
+  accountId: string;
+  secret: string;
+  plan: string;
+  disabled: boolean;
+}
+
+interface Cached {
+  readAt: number;
+  key: SigningKey | undefined;
+}
+
+class KeyCache {
+  readonly entries = new Map<string, Cached>();
+  /** Bumped by every deletion, so a read that started before it is not kept. */
+  generation = 0;
+}
+const caches = new WeakMap<Database, KeyCache>();
+function cacheOf(database: Database): KeyCache {
+  let cache = caches.get(database);
+  if (!cache) caches.set(database, (cache = new KeyCache()));
+  return cache;
+}
+
+/** Forgets every cached key of this process (a key was deleted, or an account changed). */
+export function forgetSigningKeys(database: Database): void {
+  const cache = caches.get(database);
+  if (!cache) return;
+  cache.entries.clear();
+  cache.generation++;
+}
+
+const toApi = (row: { id: string; created_at: number }) => ({ keyId: row.id, createdAt: iso(row.created_at) });
+
+/** Creates a key (in the caller's transaction: an idempotent POST); its secret is answered this once. */
+export async function createSigningKey(tx: Tx, accountId: string, now: number) {
+  const row = { id: newId('sk'), account_id: accountId, secret: crypto.randomBytes(32).toString('base64url'), created_at: now };
+  await tx.insertInto('signing_keys').values(row).execute();
+  return { ...toApi(row), secret: row.secret };
+}
+
+export async function listSigningKeys(database: Database, accountId: string) {
+  const rows = await database.db
+    .selectFrom('signing_keys')
+    .select(['id', 'created_at'])
+    .where('account_id', '=', accountId)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .execute();
+  return rows.map(toApi);
+}
+
+/** Deletes the key: its URLs answer 403 at once in this process, within KEY_CACHE_MS elsewhere. */
+export async function deleteSigningKey(database: Database, accountId: string, keyId: string): Promise<void> {
+  const result = await database.db.deleteFrom('signing_keys').where('id', '=', keyId).where('account_id', '=', accountId).executeTakeFirst();
+  forgetSigningKeys(database);
+  if (Number(result.numDeletedRows) === 0) throw notFound('Signing key');
+}
+
+async function readKey(database: Database, keyId: string): Promise<SigningKey | undefined> {
+  const row = await database.db
+    .selectFrom('signing_keys')
+    .innerJoin('accounts', 'accounts.id', 'signing_keys.account_id')
+    .select(['signing_keys.id', 'signing_keys.account_id', 'signing_keys.secret', 'accounts.plan', 'accounts.disabled_at'])
+    .where('signing_keys.id', '=', keyId)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  return { keyId: row.id, accountId: row.account_id, secret: row.secret, plan: row.plan, disabled: row.disabled_at !== null };
+}
+
+/** The key named by a URL, or undefined (unknown or deleted); from memory for at most KEY_CACHE_MS. */
+export async function findSigningKey(database: Database, keyId: string): Promise<SigningKey | undefined> {
+  const cache = cacheOf(database);
+  const entry = cache.entries.get(keyId);
+  if (entry && performance.now() - entry.readAt < KEY_CACHE_MS) return entry.key;
+  const generation = cache.generation;
+  const readAt = performance.now();
+  const key = await readKey(database, keyId);
+  // An unknown id is not remembered: a stream of made-up ids must not fill the cache.
+  if (key && cache.generation === generation) {
+    if (cache.entries.size >= KEY_CACHE_ENTRIES) cache.entries.clear();
+    cache.entries.set(keyId, { readAt, key });
+  } else if (!key) {
+    cache.entries.delete(keyId);
+  }
+  return key;
+}
+
+/** base64url (no padding) of HMAC-SHA256(secret, signed). */
+export const signDeliveryPath = (secret: string, signed: string): string => crypto.createHmac('sha256', secret).update(signed).digest('base64url');
+
+/** Whether `signature` is the HMAC of `signed` under `secret`, compared in constant time. */
+export function signatureMatches(secret: string, signed: string, signature: string): boolean {
+  const expected = Buffer.from(signDeliveryPath(secret, signed));
+  const given = Buffer.from(signature);
+  // timingSafeEqual needs equal lengths; the length of a valid signature (43) is public.
+  return given.length === expected.length && crypto.timingSafeEqual(given, expected);
+}

@@ -19,7 +19,8 @@
 //
 // Environment: BENCH_DELIVERY_JOBS=24 (renders per format, round and side), BENCH_ROUNDS=3,
 // BENCH_DELIVERY_IN_FLIGHT=4, BENCH_DELIVERY_FORMATS=jpeg,webp,avif,png, BENCH_HIT_SECONDS=10,
-// BENCH_HIT_CONNECTIONS=50, BENCH_CORPUS; a profile: BENCH_SERVICE_NODE_ARGS='--cpu-prof …'.
+// BENCH_HIT_CONNECTIONS=50, BENCH_CORPUS; a profile: BENCH_SERVICE_NODE_ARGS='--cpu-prof …' with
+// BENCH_DELIVERY_PARTS=misses (or hits: one render per format, then the hits) for one part alone.
 import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -29,7 +30,7 @@ import readline from 'node:readline';
 import sharp from 'sharp';
 import { ApiClient, ApiError, prepareMultipart } from '../lib/client.js';
 import { envInt, median, percentile, runPool, sleep } from '../lib/pool.js';
-import { cpuSecondsOf, ForeignLoad, loadAverage, MiB, threadCpuSecondsOf } from '../lib/proc.js';
+import { cpuByThreadName, cpuSecondsOf, ForeignLoad, loadAverage, MiB, threadCpuDelta, threadCpuSecondsOf } from '../lib/proc.js';
 import { distIsStale, startService } from '../lib/service.js';
 import { parseWrk, requireWrk, runWrk } from '../lib/wrk.js';
 import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
@@ -56,6 +57,7 @@ const ALL_FORMATS: Format[] = [
   { key: 'avif', quality: 65, mime: 'image/avif' },
   { key: 'png', mime: 'image/png' },
 ];
+const fmt = (n: number | null | undefined, digits = 2) => (n === null || n === undefined || Number.isNaN(n) ? '—' : n.toFixed(digits));
 const label = (f: Format) => `${f.key.toUpperCase()}${f.quality ? ` q${f.quality}` : ''}`;
 
 type SideName = 'bare' | 'service' | 'ipx';
@@ -68,6 +70,8 @@ interface RoundResult {
   cpuSeconds: number | null;
   /** Service only: its main thread (tid = pid), where JavaScript runs. */
   mainThreadCpuSeconds?: number | null;
+  /** HTTP sides: CPU seconds by thread name (bench/lib/proc.ts cpuByThreadName). */
+  threads?: Record<string, number>;
   latenciesMs: number[];
   bytes: number[];
   errors: string[];
@@ -198,6 +202,7 @@ function httpSide(name: SideName, pid: number, urlOf: (format: Format, index: nu
       const foreign = new ForeignLoad();
       const cpu0 = cpuSecondsOf(pid);
       const main0 = threadCpuSecondsOf(pid, pid);
+      const threads0 = cpuByThreadName(pid);
       const errors: string[] = [];
       const latenciesMs: number[] = [];
       const bytes: number[] = [];
@@ -217,8 +222,10 @@ function httpSide(name: SideName, pid: number, urlOf: (format: Format, index: nu
       });
       const cpu1 = cpuSecondsOf(pid);
       const main1 = threadCpuSecondsOf(pid, pid);
+      const threads = threadCpuDelta(threads0, cpuByThreadName(pid));
       const cpuSeconds = cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : null;
       return {
+        threads,
         wallMs,
         renders: count,
         throughput: latenciesMs.length / (wallMs / 1000),
@@ -251,10 +258,83 @@ function signedPath(key: { keyId: string; secret: string }, transform: string, s
   return `/r/${key.keyId}/${crypto.createHmac('sha256', key.secret).update(signed).digest('base64url')}/${signed}`;
 }
 
+interface HitTarget {
+  pid: number;
+  url: string;
+  format: Format;
+  connections: number;
+  seconds: number;
+  inFlight: number;
+}
+
+/** One stored render asked again and again: wrk's req/s and latency, the service's CPU per hit, our client's latency. */
+async function measureHits(ctx: BenchContext, hit: HitTarget): Promise<{ rows: Row[]; report: string[]; details: Record<string, unknown> }> {
+  const { pid, url, format, connections, seconds, inFlight } = hit;
+  const report: string[] = [];
+  const check = await get(url, format.mime);
+  if (check.headers.get('imgapi-cache') !== 'hit') report.push(`WARNING: the hit URL answered Imgapi-Cache: ${check.headers.get('imgapi-cache')}`);
+  ctx.log(`cached hits: warming up (${HIT_WARMUP_SECONDS} s)`);
+  const wrkArgs = (duration: number) => ['-t1', `-c${connections}`, `-d${duration}s`, '--latency', url];
+  await runWrk(wrkArgs(HIT_WARMUP_SECONDS));
+  await sleep(500);
+  ctx.log(`cached hits: ${connections} connections for ${seconds} s`);
+  const foreign = new ForeignLoad();
+  const cpu0 = cpuSecondsOf(pid);
+  const main0 = threadCpuSecondsOf(pid, pid);
+  const wrk = parseWrk(await runWrk(wrkArgs(seconds)));
+  const cpu = (cpuSecondsOf(pid) ?? NaN) - (cpu0 ?? NaN);
+  const mainCpu = (threadCpuSecondsOf(pid, pid) ?? NaN) - (main0 ?? NaN);
+  const foreignCpus = foreign.stop(cpu); // wrk's own CPU counts as "other work" here
+  const own = await httpSide('service', pid, () => url, 'hit').run(format, 0, OWN_CLIENT_HITS, inFlight);
+
+  const cpuUs = (cpu * 1e6) / wrk.requests;
+  const mainUs = (mainCpu * 1e6) / wrk.requests;
+  const ownLatency = { p50: percentile(own.latenciesMs, 50), p99: percentile(own.latenciesMs, 99) };
+  report.push(
+    `cached hits: wrk -t1 -c${connections} -d${seconds}s --latency on one signed URL (${check.body.length} bytes): ${wrk.requests} requests, ` +
+      `${fmt(wrk.rps, 0)} req/s; p50 ${fmt(wrk.p50Ms)} ms, p90 ${fmt(wrk.p90Ms)} ms, p99 ${fmt(wrk.p99Ms)} ms, max ${fmt(wrk.maxMs, 1)} ms; ` +
+      `service CPU ${fmt(cpuUs, 0)} µs per hit (main thread ${fmt(mainUs, 0)} µs); other CPUs busy (wrk included) ${fmt(foreignCpus)}`,
+    `hits from the bench's own client, ${inFlight} in flight: p50 ${fmt(ownLatency.p50)} ms, p99 ${fmt(ownLatency.p99)} ms` +
+      `${own.errors.length ? `; ${own.errors.length} errors: ${own.errors[0]}` : ''}`,
+  );
+  if (wrk.non2xx) report.push(`WARNING: ${wrk.non2xx} answers were not 2xx`);
+  if (wrk.socketErrors) report.push(`WARNING: ${wrk.socketErrors}`);
+  const row = (metric: string, value: number, unit: string, target?: Row['target'], note?: string): Row => ({
+    scenario: `delivery hit ${label(format)} ${fmt(check.body.length / 1024, 1)} KB`,
+    variant: `service /r/, wrk ${connections} connections`,
+    metric,
+    value,
+    unit,
+    target,
+    note,
+  });
+  return {
+    rows: [
+      row('throughput', wrk.rps, 'req/s', { on: 'value', op: '>=', threshold: TARGET_HIT_RPS }, wrk.non2xx ? `${wrk.non2xx} non-2xx` : undefined),
+      row(
+        'p99',
+        wrk.p99Ms,
+        'ms',
+        { on: 'value', op: '<=', threshold: TARGET_HIT_P99_MS },
+        `p50 ${fmt(wrk.p50Ms)} ms; other work ${fmt(foreignCpus, 1)} CPUs (wrk included)`,
+      ),
+      row('CPU per hit', cpuUs, 'µs', undefined, `main thread ${fmt(mainUs, 0)} µs`),
+      { ...row('p99', ownLatency.p99, 'ms', undefined, `p50 ${fmt(ownLatency.p50)} ms`), variant: `service /r/, bench client ${inFlight} in flight` },
+    ],
+    report,
+    details: {
+      bytes: check.body.length,
+      wrk: { ...wrk, output: undefined },
+      cpuUsPerHit: cpuUs,
+      mainThreadUsPerHit: mainUs,
+      foreignCpus,
+      ownClient: ownLatency,
+    },
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // The scenario
-
-const fmt = (n: number | null | undefined, digits = 2) => (n === null || n === undefined || Number.isNaN(n) ? '—' : n.toFixed(digits));
 
 async function run(ctx: BenchContext): Promise<ScenarioResult> {
   requireWrk();
@@ -265,6 +345,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   const connections = envInt('BENCH_HIT_CONNECTIONS', 50);
   const wanted = process.env.BENCH_DELIVERY_FORMATS?.split(',').filter(Boolean);
   const formats = ALL_FORMATS.filter((f) => !wanted?.length || wanted.includes(f.key));
+  const parts = process.env.BENCH_DELIVERY_PARTS?.split(',') ?? ['misses', 'hits'];
   const report: string[] = [];
 
   // File 0 warms every side up (and is the cached hit); round r uses files 1 + r·jobs … (r+1)·jobs.
@@ -326,7 +407,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   const measured = new Map(formats.map((f) => [f.key, { bare: [] as RoundResult[], service: [] as RoundResult[], ipx: [] as RoundResult[] }]));
   let lastRoundSeconds = 0;
   let roundsRun = 0;
-  for (let r = 0; r < maxRounds; r++) {
+  for (let r = 0; r < (parts.includes('misses') ? maxRounds : 0); r++) {
     if (r > 0 && ctx.secondsLeft() < lastRoundSeconds * 1.2 + hitSeconds + 10) {
       report.push(`stopped after ${r} round(s): another (~${lastRoundSeconds.toFixed(0)} s) would overrun the time budget`);
       break;
@@ -345,25 +426,18 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
     roundsRun++;
   }
 
-  // Cached hits: the render of file 0 nearest 20 KB, warmed above.
+  // Cached hits: a render of file 0 (warmed above), about 20 KB.
   const hitFormat = formats.find((f) => f.key === 'webp') ?? formats[0]!;
-  const hitUrl = service.url + signedPath(key, transformOf(hitFormat), fileIds[0]!);
-  const hitCheck = await get(hitUrl, hitFormat.mime);
-  if (hitCheck.headers.get('imgapi-cache') !== 'hit')
-    report.push(`WARNING: the hit URL answered Imgapi-Cache: ${hitCheck.headers.get('imgapi-cache')}`);
-  ctx.log(`cached hits: warming up (${HIT_WARMUP_SECONDS} s)`);
-  const wrkArgs = (duration: number) => ['-t1', `-c${connections}`, `-d${duration}s`, '--latency', hitUrl];
-  await runWrk(wrkArgs(HIT_WARMUP_SECONDS));
-  await sleep(500);
-  ctx.log(`cached hits: ${connections} connections for ${hitSeconds} s`);
-  const hitForeign = new ForeignLoad();
-  const hitCpu0 = cpuSecondsOf(service.pid);
-  const hitMain0 = threadCpuSecondsOf(service.pid, service.pid);
-  const wrk = parseWrk(await runWrk(wrkArgs(hitSeconds)));
-  const hitCpu = (cpuSecondsOf(service.pid) ?? NaN) - (hitCpu0 ?? NaN);
-  const hitMainCpu = (threadCpuSecondsOf(service.pid, service.pid) ?? NaN) - (hitMain0 ?? NaN);
-  const hitForeignCpus = hitForeign.stop(hitCpu); // wrk's own CPU counts as "other work" here
-  const ownHits = await httpSide('service', service.pid, () => hitUrl, 'hit').run(hitFormat, 0, OWN_CLIENT_HITS, inFlight);
+  const hits = parts.includes('hits')
+    ? await measureHits(ctx, {
+        pid: service.pid,
+        url: service.url + signedPath(key, transformOf(hitFormat), fileIds[0]!),
+        format: hitFormat,
+        connections,
+        seconds: hitSeconds,
+        inFlight,
+      })
+    : undefined;
   const serviceStderr = service.stderr().trim();
 
   // Summaries
@@ -473,38 +547,26 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
     };
   }
 
-  const hitCpuUs = (hitCpu * 1e6) / wrk.requests;
-  const ownHitLatency = { p50: percentile(ownHits.latenciesMs, 50), p99: percentile(ownHits.latenciesMs, 99) };
-  const hitName = `delivery hit ${label(hitFormat)} ${fmt(hitCheck.body.length / 1024, 1)} KB`;
   report.push('');
-  report.push(
-    `cached hits: wrk -t1 -c${connections} -d${hitSeconds}s --latency on one signed URL (${hitCheck.body.length} bytes): ${wrk.requests} requests, ` +
-      `${fmt(wrk.rps, 0)} req/s; p50 ${fmt(wrk.p50Ms)} ms, p90 ${fmt(wrk.p90Ms)} ms, p99 ${fmt(wrk.p99Ms)} ms, max ${fmt(wrk.maxMs, 1)} ms; ` +
-      `service CPU ${fmt(hitCpuUs, 0)} µs per hit (main thread ${fmt((hitMainCpu * 1e6) / wrk.requests, 0)} µs); other CPUs busy (wrk included) ${fmt(hitForeignCpus, 2)}`,
-  );
-  report.push(
-    `hits from the bench's own client, ${inFlight} in flight: p50 ${fmt(ownHitLatency.p50)} ms, p99 ${fmt(ownHitLatency.p99)} ms${ownHits.errors.length ? `; ${ownHits.errors.length} errors: ${ownHits.errors[0]}` : ''}`,
-  );
-  if (wrk.non2xx) report.push(`WARNING: ${wrk.non2xx} answers were not 2xx`);
-  if (wrk.socketErrors) report.push(`WARNING: ${wrk.socketErrors}`);
-  const hitRow = (metric: string, value: number, unit: string, target?: Row['target'], note?: string): Row => ({
-    scenario: hitName,
-    variant: `service /r/, wrk ${connections} connections`,
-    metric,
-    value,
-    unit,
-    target,
-    note,
-  });
-  rows.push(
-    hitRow('throughput', wrk.rps, 'req/s', { on: 'value', op: '>=', threshold: TARGET_HIT_RPS }, wrk.non2xx ? `${wrk.non2xx} non-2xx` : undefined),
-    hitRow('p99', wrk.p99Ms, 'ms', { on: 'value', op: '<=', threshold: TARGET_HIT_P99_MS }, `p50 ${fmt(wrk.p50Ms)} ms`),
-    hitRow('CPU per hit', hitCpuUs, 'µs', undefined, `main thread ${fmt((hitMainCpu * 1e6) / wrk.requests, 0)} µs`),
-    {
-      ...hitRow('p99', ownHitLatency.p99, 'ms', undefined, `p50 ${fmt(ownHitLatency.p50)} ms`),
-      variant: `service /r/, bench client ${inFlight} in flight`,
-    },
-  );
+  report.push('CPU per render by thread (ms, all rounds; libvips works on libuv-worker threads and its own pool)');
+  for (const format of formats) {
+    const m = measured.get(format.key)!;
+    for (const side of ['service', 'ipx'] as const) {
+      const renders = m[side].reduce((n, r) => n + r.renders, 0);
+      const sums: Record<string, number> = {};
+      for (const r of m[side]) for (const [name, seconds] of Object.entries(r.threads ?? {})) sums[name] = (sums[name] ?? 0) + seconds;
+      const parts = Object.entries(sums)
+        .sort((a, b) => b[1] - a[1])
+        .map(([name, seconds]) => `${name} ${fmt((seconds * 1000) / renders, 1)}`);
+      details[format.key] = { ...(details[format.key] as object), [`${side}ThreadsMs`]: sums };
+      report.push(`  ${label(format).padEnd(9)} ${side.padEnd(7)} ${parts.join(' · ')}`);
+    }
+  }
+
+  if (hits) {
+    report.push('', ...hits.report);
+    rows.push(...hits.rows);
+  }
 
   const foreignCpus = median([...measured.values()].flatMap((m) => SIDES.flatMap((s) => m[s].map((r) => r.foreignCpus))));
   const cpus = os.availableParallelism();
@@ -530,13 +592,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
       roundsRun,
       foreignCpus,
       formats: details,
-      hits: {
-        url: 'one signed /r/ URL',
-        bytes: hitCheck.body.length,
-        wrk: { ...wrk, output: undefined },
-        cpuUsPerHit: hitCpuUs,
-        ownClient: ownHitLatency,
-      },
+      hits: hits?.details,
       bare: bare.info,
     },
   };

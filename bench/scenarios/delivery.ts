@@ -267,40 +267,64 @@ interface HitTarget {
   inFlight: number;
 }
 
-/** One stored render asked again and again: wrk's req/s and latency, the service's CPU per hit, our client's latency. */
+/** wrk on one URL for `seconds` (after a warm-up), with the CPU the serving process used meanwhile. */
+async function wrkOn(ctx: BenchContext, pid: number, url: string, connections: number, seconds: number) {
+  const args = (duration: number) => ['-t1', `-c${connections}`, `-d${duration}s`, '--latency', url];
+  await runWrk(args(HIT_WARMUP_SECONDS));
+  await sleep(500);
+  const foreign = new ForeignLoad();
+  const cpu0 = cpuSecondsOf(pid);
+  const main0 = threadCpuSecondsOf(pid, pid);
+  const wrk = parseWrk(await runWrk(args(seconds)));
+  const cpu = (cpuSecondsOf(pid) ?? NaN) - (cpu0 ?? NaN);
+  const mainCpu = (threadCpuSecondsOf(pid, pid) ?? NaN) - (main0 ?? NaN);
+  return {
+    wrk,
+    cpuUs: (cpu * 1e6) / wrk.requests,
+    mainUs: (mainCpu * 1e6) / wrk.requests,
+    foreignCpus: foreign.stop(cpu), // wrk's own CPU counts as "other work" here
+  };
+}
+
+/**
+ * One stored render asked again and again: wrk's req/s and latency and the service's CPU per
+ * hit, against plain node:http answering the same bytes from memory (workers/static-server.mjs:
+ * what this machine and wrk allow at all), then the bench's own client's latency.
+ */
 async function measureHits(ctx: BenchContext, hit: HitTarget): Promise<{ rows: Row[]; report: string[]; details: Record<string, unknown> }> {
   const { pid, url, format, connections, seconds, inFlight } = hit;
   const report: string[] = [];
   const check = await get(url, format.mime);
   if (check.headers.get('imgapi-cache') !== 'hit') report.push(`WARNING: the hit URL answered Imgapi-Cache: ${check.headers.get('imgapi-cache')}`);
-  ctx.log(`cached hits: warming up (${HIT_WARMUP_SECONDS} s)`);
-  const wrkArgs = (duration: number) => ['-t1', `-c${connections}`, `-d${duration}s`, '--latency', url];
-  await runWrk(wrkArgs(HIT_WARMUP_SECONDS));
-  await sleep(500);
-  ctx.log(`cached hits: ${connections} connections for ${seconds} s`);
-  const foreign = new ForeignLoad();
-  const cpu0 = cpuSecondsOf(pid);
-  const main0 = threadCpuSecondsOf(pid, pid);
-  const wrk = parseWrk(await runWrk(wrkArgs(seconds)));
-  const cpu = (cpuSecondsOf(pid) ?? NaN) - (cpu0 ?? NaN);
-  const mainCpu = (threadCpuSecondsOf(pid, pid) ?? NaN) - (main0 ?? NaN);
-  const foreignCpus = foreign.stop(cpu); // wrk's own CPU counts as "other work" here
+  const bodyFile = path.join(ctx.tmpDir, 'hit-render');
+  fs.writeFileSync(bodyFile, check.body);
+  const staticServer = await startWorker(ctx, 'static-server.mjs', [bodyFile, format.mime]);
+  ctx.log(`cached hits: node:http from memory, ${connections} connections for ${seconds} s`);
+  const bare = await wrkOn(ctx, staticServer.pid, `http://127.0.0.1:${staticServer.ready.port}/`, connections, seconds);
+  await staticServer.stop();
+  ctx.log(`cached hits: service, ${connections} connections for ${seconds} s`);
+  const served = await wrkOn(ctx, pid, url, connections, seconds);
   const own = await httpSide('service', pid, () => url, 'hit').run(format, 0, OWN_CLIENT_HITS, inFlight);
-
-  const cpuUs = (cpu * 1e6) / wrk.requests;
-  const mainUs = (mainCpu * 1e6) / wrk.requests;
   const ownLatency = { p50: percentile(own.latenciesMs, 50), p99: percentile(own.latenciesMs, 99) };
+
+  const line = (name: string, r: typeof served) =>
+    `  ${name}: ${r.wrk.requests} requests, ${fmt(r.wrk.rps, 0)} req/s; p50 ${fmt(r.wrk.p50Ms)} ms, p90 ${fmt(r.wrk.p90Ms)} ms, ` +
+    `p99 ${fmt(r.wrk.p99Ms)} ms, max ${fmt(r.wrk.maxMs, 1)} ms; CPU ${fmt(r.cpuUs, 0)} µs per request (main thread ${fmt(r.mainUs, 0)} µs); ` +
+    `other CPUs busy (wrk included) ${fmt(r.foreignCpus)}`;
   report.push(
-    `cached hits: wrk -t1 -c${connections} -d${seconds}s --latency on one signed URL (${check.body.length} bytes): ${wrk.requests} requests, ` +
-      `${fmt(wrk.rps, 0)} req/s; p50 ${fmt(wrk.p50Ms)} ms, p90 ${fmt(wrk.p90Ms)} ms, p99 ${fmt(wrk.p99Ms)} ms, max ${fmt(wrk.maxMs, 1)} ms; ` +
-      `service CPU ${fmt(cpuUs, 0)} µs per hit (main thread ${fmt(mainUs, 0)} µs); other CPUs busy (wrk included) ${fmt(foreignCpus)}`,
+    `cached hits: wrk -t1 -c${connections} -d${seconds}s --latency on one URL, ${check.body.length} bytes:`,
+    line('node:http from memory', bare),
+    line('service /r/ (signed)', served),
     `hits from the bench's own client, ${inFlight} in flight: p50 ${fmt(ownLatency.p50)} ms, p99 ${fmt(ownLatency.p99)} ms` +
       `${own.errors.length ? `; ${own.errors.length} errors: ${own.errors[0]}` : ''}`,
   );
-  if (wrk.non2xx) report.push(`WARNING: ${wrk.non2xx} answers were not 2xx`);
-  if (wrk.socketErrors) report.push(`WARNING: ${wrk.socketErrors}`);
+  for (const r of [bare, served]) {
+    if (r.wrk.non2xx) report.push(`WARNING: ${r.wrk.non2xx} answers were not 2xx`);
+    if (r.wrk.socketErrors) report.push(`WARNING: ${r.wrk.socketErrors}`);
+  }
+  const scenario = `delivery hit ${label(format)} ${fmt(check.body.length / 1024, 1)} KB`;
   const row = (metric: string, value: number, unit: string, target?: Row['target'], note?: string): Row => ({
-    scenario: `delivery hit ${label(format)} ${fmt(check.body.length / 1024, 1)} KB`,
+    scenario,
     variant: `service /r/, wrk ${connections} connections`,
     metric,
     value,
@@ -310,24 +334,46 @@ async function measureHits(ctx: BenchContext, hit: HitTarget): Promise<{ rows: R
   });
   return {
     rows: [
-      row('throughput', wrk.rps, 'req/s', { on: 'value', op: '>=', threshold: TARGET_HIT_RPS }, wrk.non2xx ? `${wrk.non2xx} non-2xx` : undefined),
+      {
+        scenario,
+        variant: `node:http from memory, wrk ${connections} connections (baseline)`,
+        metric: 'throughput',
+        value: bare.wrk.rps,
+        unit: 'req/s',
+        ratio: 1,
+        baseline: 'node:http from memory',
+        note: `p50 ${fmt(bare.wrk.p50Ms)} ms, p99 ${fmt(bare.wrk.p99Ms)} ms; CPU ${fmt(bare.cpuUs, 0)} µs/request; other work ${fmt(bare.foreignCpus, 1)} CPUs (wrk included)`,
+      },
+      {
+        ...row(
+          'throughput',
+          served.wrk.rps,
+          'req/s',
+          { on: 'value', op: '>=', threshold: TARGET_HIT_RPS },
+          served.wrk.non2xx ? `${served.wrk.non2xx} non-2xx` : undefined,
+        ),
+        ratio: served.wrk.rps / bare.wrk.rps,
+        baseline: 'node:http from memory',
+      },
       row(
         'p99',
-        wrk.p99Ms,
+        served.wrk.p99Ms,
         'ms',
         { on: 'value', op: '<=', threshold: TARGET_HIT_P99_MS },
-        `p50 ${fmt(wrk.p50Ms)} ms; other work ${fmt(foreignCpus, 1)} CPUs (wrk included)`,
+        `p50 ${fmt(served.wrk.p50Ms)} ms; other work ${fmt(served.foreignCpus, 1)} CPUs (wrk included)`,
       ),
-      row('CPU per hit', cpuUs, 'µs', undefined, `main thread ${fmt(mainUs, 0)} µs`),
+      {
+        ...row('CPU per hit', served.cpuUs, 'µs', undefined, `main thread ${fmt(served.mainUs, 0)} µs`),
+        ratio: served.cpuUs / bare.cpuUs,
+        baseline: 'node:http from memory',
+      },
       { ...row('p99', ownLatency.p99, 'ms', undefined, `p50 ${fmt(ownLatency.p50)} ms`), variant: `service /r/, bench client ${inFlight} in flight` },
     ],
     report,
     details: {
       bytes: check.body.length,
-      wrk: { ...wrk, output: undefined },
-      cpuUsPerHit: cpuUs,
-      mainThreadUsPerHit: mainUs,
-      foreignCpus,
+      baseline: { ...bare, wrk: { ...bare.wrk, output: undefined } },
+      service: { ...served, wrk: { ...served.wrk, output: undefined } },
       ownClient: ownLatency,
     },
   };
@@ -402,6 +448,13 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
       if (warm.errors.length) throw new Error(`${side.name} warm-up (${format.key}): ${warm.errors[0]}`);
     }
   }
+
+  // What the service spends doing nothing (its task workers polling the queue), part of every
+  // CPU-per-render figure below: measured for the record.
+  const idleCpu0 = cpuSecondsOf(service.pid) ?? NaN;
+  await sleep(2000);
+  const idleMsPerSecond = (((cpuSecondsOf(service.pid) ?? NaN) - idleCpu0) * 1000) / 2;
+  report.push(`service idle (no request, task workers waiting): ${fmt(idleMsPerSecond, 1)} ms of CPU a second`);
 
   // Rounds
   const measured = new Map(formats.map((f) => [f.key, { bare: [] as RoundResult[], service: [] as RoundResult[], ipx: [] as RoundResult[] }]));
@@ -590,6 +643,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
       jobs,
       inFlight,
       roundsRun,
+      serviceIdleCpuMsPerSecond: idleMsPerSecond,
       foreignCpus,
       formats: details,
       hits: hits?.details,

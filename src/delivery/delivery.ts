@@ -3,8 +3,8 @@
 // writes the answer.
 //
 // - The signature is checked before anything but the key lookup (cached: signing-keys.ts).
-// - Cache keys hash the account, the source's identity and version (a file's id and content
-//   hash; an origin object's origin id, path and content hash), the normalised transform with
+// - Cache keys hash the account, the source's identity and version (a file's id, which names
+//   its bytes for ever; an origin object's origin id, path and content hash), the normalised transform with
 //   its preset expanded, and the negotiated format: a change to any of them is a new key, so
 //   an old render is never served for it. Keys of one account share renders (the key id is not
 //   in the cache key): deleting a signing key stops its URLs at the signature check.
@@ -49,7 +49,8 @@ export interface DeliveryRequest {
 
 export interface Delivered {
   render: CachedRender;
-  body: Readable;
+  /** The stored render's stream (a hit), or the bytes just made (a miss). */
+  body: Readable | Buffer;
   hit: boolean;
   /** The format came from Accept (f:auto): the answer varies by it. */
   negotiated: boolean;
@@ -67,6 +68,10 @@ interface Source {
   stillLive(): Promise<boolean>;
 }
 
+const FILE_ID = /^[A-Za-z0-9_-]{1,100}$/;
+/** A stored file is never rewritten: its id names its bytes for ever. */
+const FILE_VERSION = 'immutable';
+
 const signatureInvalid = () => new AppError('SIGNATURE_INVALID', 'The URL signature does not match its key, or the key is unknown or deleted');
 
 export interface DeliveryServices {
@@ -82,7 +87,7 @@ export class Delivery {
   readonly cache: RenderCache;
   private readonly slots: RenderSlots;
   /** Renders in progress in this process, by cache key. */
-  private readonly inFlight = new Map<string, Promise<CachedRender>>();
+  private readonly inFlight = new Map<string, Promise<Made>>();
 
   constructor(private readonly services: DeliveryServices) {
     this.cache = new RenderCache(services.database, services.storage, services.config.renderCacheMaxBytes);
@@ -113,17 +118,26 @@ export class Delivery {
     if (presetName && !preset) throw invalidPair('p', `the account has no preset named "${presetName}"`);
     const transform = resolveTransform(pairs, preset?.pairs);
     const now = clock.now();
-    const source = await this.locate(key.accountId, sourceText, transform, limits, now);
-
     const negotiated = transform.f === 'auto';
     const format = outputFormat(transform, request.accept);
     const formatClass = typeof format === 'function' ? 'auto-legacy' : (format ?? 'source');
-    const cacheKey = sha256Hex([key.accountId, source.id, source.version, normalise(transform), formatClass].join('\n'));
+    const keyOf = (sourceId: string, version: string) => sha256Hex([key.accountId, sourceId, version, normalise(transform), formatClass].join('\n'));
+    const hit = async (cacheKey: string): Promise<Delivered | undefined> => {
+      const cached = await this.cache.find(cacheKey, now);
+      const body = cached && (await this.cache.open(cached));
+      return cached && body ? { render: cached, body, hit: true, negotiated } : undefined;
+    };
 
-    const cached = await this.cache.find(cacheKey, now);
-    if (cached) {
-      const body = await this.cache.open(cached);
-      if (body) return { render: cached, body, hit: true, negotiated };
+    // A file's bytes never change: its id is its version, so a hit needs no read of the file
+    // (a deleted file's renders are purged with it; an expired one's carry its expiry).
+    const fileId = sourceText.startsWith('o/') ? undefined : sourceText;
+    const early = fileId !== undefined && FILE_ID.test(fileId) ? await hit(keyOf(`file:${fileId}`, FILE_VERSION)) : undefined;
+    if (early) return early;
+    const source = await this.locate(key.accountId, sourceText, transform, limits, now);
+    const cacheKey = keyOf(source.id, source.version);
+    if (fileId === undefined) {
+      const found = await hit(cacheKey);
+      if (found) return found;
     }
     let pending = this.inFlight.get(cacheKey);
     if (!pending) {
@@ -131,9 +145,7 @@ export class Delivery {
       this.inFlight.set(cacheKey, pending);
     }
     const made = await pending;
-    const body = await this.cache.open(made);
-    if (!body) throw new AppError('NOT_FOUND', 'The render was purged as it was made (its source was deleted)');
-    return { render: made, body, hit: false, negotiated };
+    return { render: made.render, body: made.data, hit: false, negotiated };
   }
 
   /** Where the source is and which version of it; 404 for another account's or a missing one. */
@@ -167,7 +179,7 @@ export class Delivery {
         stillLive: async () => (await findOrigin(database, accountId, name))?.id === origin.id,
       };
     }
-    if (!/^[A-Za-z0-9_-]{1,100}$/.test(text)) {
+    if (!FILE_ID.test(text)) {
       throw new AppError('VALIDATION_ERROR', 'source: is neither a fileId nor o/{origin}/{path}', {
         fields: [{ field: 'source', message: 'is neither a fileId nor o/{origin}/{path}' }],
       });
@@ -187,7 +199,7 @@ export class Delivery {
     }
     return {
       id: `file:${file.id}`,
-      version: file.etag,
+      version: FILE_VERSION,
       storageKey: file.storage_key,
       format: file.format,
       expiresAt: file.expires_at,
@@ -208,19 +220,18 @@ export class Delivery {
     transform: Transform,
     format: RenderFormat,
     preset: string | undefined,
-  ): Promise<CachedRender> {
+  ): Promise<Made> {
     const { database, clock, config, metrics } = this.services;
     const chargedAt = clock.now();
     await chargeRender(database, accountId, limits, chargedAt);
     try {
       await this.slots.acquire();
-      let made;
       const started = performance.now();
-      try {
-        made = await this.withTimeLimit((signal, deadline) => this.renderSource(source, transform, format, limits, signal, deadline));
-      } finally {
-        this.slots.release();
-      }
+      // The slot is held until the work has really stopped, even when the answer went at the deadline.
+      const made = await this.withTimeLimit(
+        (signal, deadline) => this.renderSource(source, transform, format, limits, signal, deadline),
+        () => this.slots.release(),
+      );
       metrics.renderDuration.observe((performance.now() - started) / 1000);
       const stored = await this.cache.store(
         {
@@ -240,7 +251,7 @@ export class Delivery {
         await this.cache.purgeSource(accountId, source.id);
         throw new AppError('NOT_FOUND', 'The source was deleted');
       }
-      return stored;
+      return { render: stored, data: made.data };
     } catch (err) {
       await refundRender(database, accountId, chargedAt).catch(() => undefined);
       throw asRenderError(err, config.renderTimeoutMs);
@@ -249,15 +260,16 @@ export class Delivery {
 
   /**
    * Runs `work` with RENDER_TIMEOUT_SECONDS: at the deadline the answer is 504 RENDER_TIMEOUT
-   * and the work is told to stop (its signal; libvips' own timeout).
+   * and the work is told to stop (its signal; libvips' own timeout); `settled` runs when the
+   * work has ended, whenever that is.
    */
-  private async withTimeLimit<T>(work: (signal: AbortSignal, deadline: number) => Promise<T>): Promise<T> {
+  private async withTimeLimit<T>(work: (signal: AbortSignal, deadline: number) => Promise<T>, settled: () => void): Promise<T> {
     const { renderTimeoutMs } = this.services.config;
     const controller = new AbortController();
     const timedOut = () => new AppError('RENDER_TIMEOUT', `The render took longer than ${renderTimeoutMs / 1000} s`);
     let timer: NodeJS.Timeout | undefined;
-    const deadline = Date.now() + renderTimeoutMs;
-    const running = work(controller.signal, deadline);
+    const running = work(controller.signal, Date.now() + renderTimeoutMs);
+    running.then(settled, settled);
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         controller.abort(timedOut());
@@ -268,8 +280,6 @@ export class Delivery {
       return await Promise.race([running, timeout]);
     } finally {
       clearTimeout(timer);
-      // The slot is held until the work has really stopped.
-      await running.catch(() => undefined);
     }
   }
 
@@ -288,6 +298,12 @@ export class Delivery {
       await fs.promises.rm(tmpDir, { recursive: true, force: true });
     }
   }
+}
+
+/** A render just made: its entry, and its bytes (served from memory to everyone who waited for it). */
+interface Made {
+  render: CachedRender;
+  data: Buffer;
 }
 
 type RenderFormat = OutputFormat | ((hasAlpha: boolean) => OutputFormat) | undefined;

@@ -63,7 +63,7 @@ export async function originObject(origin: Origin, path: string, options: Origin
   let outcome = 'error';
   try {
     const fetched = await fetchObject(origin, path, kept, options);
-    outcome = fetched === kept ? 'revalidated' : 'fetched';
+    outcome = kept && fetched.contentHash === kept.contentHash ? 'revalidated' : 'fetched';
     return fetched;
   } catch (err) {
     if (err instanceof AppError && err.code === 'NOT_FOUND') {
@@ -143,7 +143,7 @@ async function fetchObject(origin: Origin, path: string, kept: OriginObject | un
 
 async function store(origin: Origin, path: string, response: http.IncomingMessage, options: OriginFetchOptions): Promise<OriginObject> {
   const meter = new UploadMeter(options.maxBytes);
-  const storageKey = `${ORIGIN_OBJECTS_PREFIX}/${origin.id}/${sha256Hex(path).slice(0, 40)}`;
+  const storageKey = `${ORIGIN_OBJECTS_PREFIX}/${sha256Hex(`${origin.id}\n${path}`).slice(0, 40)}`;
   try {
     await options.storage.put(
       storageKey,

@@ -91,7 +91,7 @@ export class RenderCache {
       .values({ key: render.key, ...values })
       .onConflict((oc) => oc.column('key').doUpdateSet(values))
       .execute();
-    await this.evict();
+    await this.evict(render.key);
     return { key: render.key, storageKey, contentType: render.contentType, etag: render.etag, bytes: render.data.length };
   }
 
@@ -104,8 +104,11 @@ export class RenderCache {
     return Number(row?.total ?? 0);
   }
 
-  /** Deletes the least recently used renders while the cache is over its cap. */
-  async evict(): Promise<number> {
+  /**
+   * Deletes the least recently used renders while the cache is over its cap; never `keep` (the
+   * render just stored, about to be served, even when it alone passes the cap).
+   */
+  async evict(keep?: string): Promise<number> {
     let total = await this.totalBytes();
     let evicted = 0;
     while (total > this.maxBytes) {
@@ -116,10 +119,11 @@ export class RenderCache {
         .orderBy('key')
         .limit(EVICT_BATCH)
         .execute();
-      if (oldest.length === 0) break;
+      if (oldest.length === 0 || (oldest.length === 1 && oldest[0]!.key === keep)) break;
       const going: typeof oldest = [];
       for (const row of oldest) {
         if (total <= this.maxBytes) break;
+        if (row.key === keep) continue;
         going.push(row);
         total -= Number(row.bytes);
       }

@@ -66,6 +66,12 @@ for (const dialect of DIALECTS) {
       const head = await a.get(url, {}, 'HEAD');
       assert.equal(head.status, 200);
       assert.equal(Number(head.headers.get('content-length')), first.body.length);
+      // Renders by outcome (the hit ratio is hit / (hit + miss)), their time, the cache's bytes.
+      const metrics = await (await fetch(`${server.url}/metrics`)).text();
+      assert.match(metrics, /imgapi_renders_total\{outcome="hit"\} [1-9]/);
+      assert.match(metrics, /imgapi_renders_total\{outcome="miss"\} [1-9]/);
+      assert.match(metrics, /imgapi_render_duration_seconds_count [1-9]/);
+      assert.match(metrics, /imgapi_render_cache_bytes [1-9]/);
     });
 
     it('the signature: wrong, missing, tampered, unknown key, deleted key, another account → 403 or 404, no-store, no image headers', async () => {
@@ -276,6 +282,7 @@ for (const dialect of DIALECTS) {
       assert.equal(again.headers.get('imgapi-cache'), 'hit');
       assert.equal(origin.seen.filter((s) => s.path === '/ok.png').at(-1)?.ifNoneMatch, '"v1"');
       assert.equal((await a.get(a.url('-', 'o/shop/dir/a%20b.png'))).status, 200);
+      assert.match(await (await fetch(`${server.url}/metrics`)).text(), /imgapi_origin_fetch_duration_seconds_count\{outcome="revalidated"\} [1-9]/);
 
       const expect = async (source: string, status: number, code: string) => {
         const started = Date.now();

@@ -73,7 +73,7 @@ export interface Origin {
 /**
  * An origin with one behaviour per path: /ok.png (an image, with an ETag; 304 when it matches),
  * /missing (404), /broken (500), /moved (302), /hang (headers, then nothing), /page.html (HTML),
- * /huge (a body larger than `hugeBytes`).
+ * /huge (a body larger than `hugeBytes`, chunked), /declared-2gb (a Content-Length of 2 GiB).
  */
 export async function startOrigin(image: Buffer, hugeBytes: number): Promise<Origin> {
   const seen: Origin['seen'] = [];
@@ -91,6 +91,12 @@ export async function startOrigin(image: Buffer, hugeBytes: number): Promise<Ori
     if (path === '/hang') {
       hanging.add(response);
       response.writeHead(200, { 'content-type': 'image/png' });
+      response.write(image.subarray(0, 16));
+      return;
+    }
+    if (path === '/declared-2gb') {
+      hanging.add(response);
+      response.writeHead(200, { 'content-type': 'image/png', 'content-length': String(2 * 1024 ** 3) });
       response.write(image.subarray(0, 16));
       return;
     }

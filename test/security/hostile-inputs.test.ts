@@ -12,6 +12,7 @@
 // GIF cut short is the animation of its frames that arrived whole. Flipped bits in a format
 // without checksums are different pixels, not an error. Those rows say so with `completes(why)`.
 import assert from 'node:assert/strict';
+import zlib from 'node:zlib';
 import { BLUE, pixelsNear, pptxWithPictures, SLIDE_EMU, svgNaming, zipEntries } from '../documents/attack-decks.js';
 import { DIALECTS } from '../helpers.js';
 import {
@@ -23,6 +24,7 @@ import {
   firstBytes,
   garbageIdat,
   previewAnswers,
+  refused,
   truncated,
   uploadRefused,
   type Expectation,
@@ -212,3 +214,96 @@ const ROWS: HostileRow[] = [
 ];
 
 for (const dialect of DIALECTS) describeHostileTable('hostile inputs', ROWS, dialect);
+
+// Delivery URLs (/r/…): the same damaged images through a render, hostile URLs and a hostile
+// origin. Every one is a 4xx (or 502 for the origin's own faults) with the contract's code,
+// never a 5xx of the service, a hung socket or a stored render (the stray-file check).
+
+/** A PNG whose header declares `width`×`height` and whose pixels are a few bytes: refused from the header. */
+function pngDeclaring(width: number, height: number): Buffer {
+  const chunk = (type: string, data: Buffer) => {
+    const body = Buffer.concat([Buffer.from(type, 'latin1'), data]);
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(data.length);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(zlib.crc32(body));
+    return Buffer.concat([length, body, crc]);
+  };
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(width, 0);
+  header.writeUInt32BE(height, 4);
+  header.set([8, 2, 0, 0, 0], 8); // 8-bit RGB
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', header),
+    chunk('IDAT', zlib.deflateSync(Buffer.alloc(64))),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
+}
+
+const CLEAN = corpusInput('images/sharp/320x240.jpg', 'a clean JPEG');
+const RENDER_REFUSES = refused(415, 'UNSUPPORTED_MEDIA_TYPE');
+
+const DELIVERY_ROWS: HostileRow[] = [
+  ...[JPEG, PNG, WEBP, AVIF, HEIC, TIFF, BMP, SVG].map((input): HostileRow => ({
+    input: truncated(input, 0.3),
+    delivery: { transform: 'w:100' },
+    expect: RENDER_REFUSES,
+    everyDialect: input === PNG,
+  })),
+  { input: garbageIdat(PNG), delivery: { transform: 'w:100,f:webp' }, expect: RENDER_REFUSES },
+  {
+    name: 'a PNG whose header declares 20 000 × 20 000 → /r/ (refused from the header, before decoding)',
+    input: { label: 'a PNG declaring 20000×20000', filename: 'declares.png', bytes: () => pngDeclaring(20_000, 20_000) },
+    delivery: { transform: 'w:100' },
+    expect: refused(422, 'IMAGE_TOO_LARGE'),
+    everyDialect: true,
+  },
+  {
+    name: '/r/ with a wrong signature',
+    input: CLEAN,
+    delivery: { transform: 'w:100', signature: 'wrong' },
+    expect: refused(403, 'SIGNATURE_INVALID'),
+    everyDialect: true,
+  },
+  {
+    name: "/r/ of another account's file, signed by the attacker",
+    input: CLEAN,
+    delivery: { transform: 'w:100', source: 'victim' },
+    expect: refused(404, 'NOT_FOUND'),
+    everyDialect: true,
+  },
+  {
+    name: '/r/ unsigned (`_`) without a public preset',
+    input: CLEAN,
+    delivery: { transform: 'p:none', signature: '_' },
+    expect: refused(403, 'SIGNATURE_INVALID'),
+  },
+  ...['w:99999', 'w:4096,dpr:4', 'blur:100000', 'q:1e3', 'g:face', 'sharpen:-1', 'x'.repeat(2000), 'w:10,w:10'].map((transform): HostileRow => ({
+    name: `/r/ ${transform.slice(0, 40)}`,
+    input: CLEAN,
+    delivery: { transform },
+    expect: refused(400, 'VALIDATION_ERROR'),
+  })),
+  ...(
+    [
+      ['an origin that redirects (to a metadata address)', 'o/evil/moved', 502, 'ORIGIN_FAILED'],
+      ['an origin that answers 500', 'o/evil/broken', 502, 'ORIGIN_FAILED'],
+      ['an origin that hangs after its headers', 'o/evil/hang', 502, 'ORIGIN_FAILED'],
+      ['an origin that declares 2 GB', 'o/evil/declared-2gb', 502, 'ORIGIN_FAILED'],
+      ['an origin that sends HTML', 'o/evil/page.html', 415, 'UNSUPPORTED_MEDIA_TYPE'],
+      ['an origin that answers 404', 'o/evil/missing', 404, 'NOT_FOUND'],
+      ['an origin the account does not have', 'o/nobody/ok.png', 404, 'NOT_FOUND'],
+    ] as const
+  ).map(([name, source, status, code]): HostileRow => ({
+    name: `/r/ from ${name}`,
+    input: CLEAN,
+    delivery: { transform: 'w:100', source },
+    expect: refused(status, code),
+    everyDialect: source === 'o/evil/hang',
+  })),
+];
+
+for (const dialect of DIALECTS) {
+  describeHostileTable('hostile delivery URLs', DELIVERY_ROWS, dialect, { origin: true, env: { ORIGIN_TIMEOUT_SECONDS: '2' }, waveSize: 4 });
+}

@@ -6,6 +6,7 @@
 // one it started (alive, answering /healthz) and that the data directory holds nothing but the
 // database, the files the API lists as live and ALLOWED_DATA_FILES.
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -16,6 +17,7 @@ import { getOperation } from '../../src/operations/registry.js';
 import { createServices } from '../../src/services.js';
 import { freePort, startProc, stopProc, waitServing, type Proc } from '../e2e/processes.js';
 import { Client, corpusFile, freshDatabase, tempDir, type ApiResponse, type Dialect } from '../helpers.js';
+import { startOrigin } from '../delivery/helpers.js';
 
 // ---------------------------------------------------------------------------------------------
 // What a row is
@@ -64,6 +66,12 @@ export interface HostileRow {
   job?: { kind: string; options?: Record<string, unknown> | ((ids: RowIds) => Record<string, unknown>) };
   /** Or a preview of the input. */
   preview?: { width?: number; height?: number };
+  /**
+   * Or a delivery URL (/r/…) with this transform, of the row's input (or of `source`: another
+   * account's file, or `o/evil/<path>` on the table's hostile origin), signed by the attacker's
+   * key unless `signature` says otherwise.
+   */
+  delivery?: { transform: string; source?: 'victim' | `o/${string}`; signature?: 'wrong' | '_' };
   expect: Expectation;
   /** Also played on PostgreSQL (SQLite plays every row). */
   everyDialect?: boolean;
@@ -113,6 +121,9 @@ export const ALLOWED_DATA_FILES: { allows(file: string, liveFileIds: ReadonlySet
     allows: (file, live) => live.has(/^objects\/previews\/([^/]+)\//.exec(file)?.[1] ?? ''),
     why: 'cached previews of live files',
   },
+  // Whole objects only: a write cut short leaves a temporary name, which is a stray.
+  { allows: (file) => /^objects\/renders\/[0-9a-f]{64}$/.test(file), why: 'stored delivery-URL renders (a cache indexed by render_cache)' },
+  { allows: (file) => /^objects\/origin-objects\/[0-9a-f]{40}$/.test(file), why: 'objects fetched from origins, kept to be revalidated' },
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -217,9 +228,12 @@ export interface TableOptions {
   concurrency?: number;
   /** Extra environment for the server. */
   env?: Record<string, string>;
+  /** Start a hostile origin on a loopback port, registered for the attacker as `evil` (delivery rows). */
+  origin?: boolean;
 }
 
-export const rowName = (row: HostileRow): string => row.name ?? `${row.input.label} → ${row.job ? row.job.kind : row.preview ? 'preview' : 'upload'}`;
+export const rowName = (row: HostileRow): string =>
+  row.name ?? `${row.input.label} → ${row.job ? row.job.kind : row.preview ? 'preview' : row.delivery ? `/r/ ${row.delivery.transform}` : 'upload'}`;
 
 /**
  * A describe block that starts a server process on `dialect`, plays `rows` (on PostgreSQL only
@@ -241,7 +255,7 @@ export function describeHostileTable(title: string, rows: HostileRow[], dialect:
     let stopped: string | undefined;
 
     before(async () => {
-      harness = await startHarness(dialect, options.env ?? {});
+      harness = await startHarness(dialect, options.env ?? {}, options.origin ?? false);
       const waveSize = options.waveSize ?? 1;
       for (let at = 0; at < played.length && !stopped; at += waveSize) {
         const wave = played.slice(at, at + waveSize);
@@ -331,6 +345,17 @@ async function playRow(harness: Harness, row: HostileRow): Promise<Played> {
       result.response = await harness.client.get(`/api/preview/${fileId}${query ? `?${query}` : ''}`);
       return result;
     }
+    if (row.delivery) {
+      const { transform, source, signature } = row.delivery;
+      const target = source === 'victim' ? harness.context.victim.fileId : (source ?? fileId);
+      const signed = `${transform}/${target}`;
+      const hmac = crypto
+        .createHmac('sha256', signature === 'wrong' ? 'not-the-secret' : harness.signingKey.secret)
+        .update(signed)
+        .digest('base64url');
+      result.response = await harness.publicClient.get(`/r/${harness.signingKey.keyId}/${signature === '_' ? '_' : hmac}/${signed}`);
+      return result;
+    }
     if (!row.job) return result;
     const ids: RowIds = { input: fileId, clean: harness.cleanFileId, victim: harness.context.victim.fileId };
     const given = row.job.options;
@@ -352,6 +377,10 @@ async function playRow(harness: Harness, row: HostileRow): Promise<Played> {
 interface Harness {
   proc: Proc;
   client: Client;
+  /** No key: for delivery URLs. */
+  publicClient: Client;
+  /** The attacker's signing key for delivery URLs. */
+  signingKey: { keyId: string; secret: string };
   victimClient: Client;
   context: HostileContext;
   cleanFileId: string;
@@ -365,7 +394,7 @@ const PLANS = {
   max: { requestsPerSecond: 100_000, monthlyTasks: 1_000_000, maxQueuedTasks: 100_000, dailyBatchFiles: 100_000, batchSize: 200 },
 };
 
-async function startHarness(dialect: Dialect, extraEnv: Record<string, string>): Promise<Harness> {
+async function startHarness(dialect: Dialect, extraEnv: Record<string, string>, withOrigin: boolean): Promise<Harness> {
   const root = tempDir('imgapi-hostile-');
   const dataDir = path.join(root, 'data');
   fs.mkdirSync(dataDir);
@@ -400,10 +429,13 @@ async function startHarness(dialect: Dialect, extraEnv: Record<string, string>):
     await setup.close();
   }
 
+  const origin = withOrigin ? await startOrigin(fs.readFileSync(corpusFile('images/sharp/320x240.jpg')), 1_000_000) : undefined;
+  if (origin) env.ORIGIN_ALLOW_PRIVATE_NETWORKS = '1';
   const proc = startProc(`hostile-${dialect}`, ['serve'], env);
   const url = `http://127.0.0.1:${port}`;
   const close = async () => {
     await stopProc(proc, 'SIGTERM');
+    await origin?.close();
     await database.drop();
     fs.rmSync(root, { recursive: true, force: true });
   };
@@ -413,6 +445,8 @@ async function startHarness(dialect: Dialect, extraEnv: Record<string, string>):
     const victimClient = new Client(url, victimKey);
     const victimFileId = await victimClient.uploadOk(corpusFile('images/sharp/320x240.jpg'), 'victim-secret.jpg');
     const cleanFileId = await client.uploadOk(corpusFile('images/sharp/320x240.jpg'), 'clean.jpg');
+    const signingKey = (await client.post('/api/signing-keys', {})).body.data as { keyId: string; secret: string };
+    if (origin) assert.equal((await client.post('/api/origins', { name: 'evil', baseUrl: origin.url })).status, 201);
     const context: HostileContext = {
       dataDir,
       victim: { fileId: victimFileId, storagePath: path.join(dataDir, 'objects', 'uploads', victimFileId) },
@@ -421,6 +455,8 @@ async function startHarness(dialect: Dialect, extraEnv: Record<string, string>):
     return {
       proc,
       client,
+      publicClient: new Client(url),
+      signingKey,
       victimClient,
       context,
       cleanFileId,

@@ -121,7 +121,7 @@ export function deliveryRoutes(app: FastifyInstance, services: Services): void {
         });
         metrics.renders.inc({ outcome: delivered.hit ? 'hit' : 'miss' });
         if (request.headers['if-none-match'] === etag || request.method === 'HEAD') {
-          delivered.body.destroy();
+          if (!Buffer.isBuffer(delivered.body)) delivered.body.destroy();
           if (request.method === 'HEAD' && request.headers['if-none-match'] !== etag) {
             return reply.type(render.contentType).header('content-length', render.bytes).send();
           }

@@ -1,0 +1,114 @@
+// The render cache on both storages (local disk, S3 through s3rver) and both databases: miss,
+// hit, 304; renders and fetched origin objects under their own prefixes; least-recently-used
+// eviction under RENDER_CACHE_MAX_BYTES; purges delete the objects; a row whose object went
+// renders again.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import sharp from 'sharp';
+import { DIALECTS, startServer, type TestServer } from '../helpers.js';
+import { startS3rver, type S3Server } from '../s3rver.js';
+import { fetchDelivery, png, signer, startOrigin, type Origin } from './helpers.js';
+
+/** Noise compresses badly: renders of a predictable size. */
+const noise = (side: number) =>
+  sharp(Buffer.from(Array.from({ length: side * side * 3 }, (_, i) => (i * 7919) % 251)), { raw: { width: side, height: side, channels: 3 } })
+    .png()
+    .toBuffer();
+
+const STORAGES = ['local', 's3'] as const;
+
+for (const storage of STORAGES) {
+  for (const dialect of DIALECTS) {
+    describe(`the render cache (${storage} storage, ${dialect})`, () => {
+      let server: TestServer;
+      let s3: S3Server | undefined;
+      let origin: Origin;
+      const CAP = 25_000;
+
+      before(async () => {
+        s3 = storage === 's3' ? await startS3rver() : undefined;
+        server = await startServer({
+          dialect,
+          workers: 0,
+          env: { ...(s3?.env ?? {}), RENDER_CACHE_MAX_BYTES: String(CAP), ORIGIN_ALLOW_PRIVATE_NETWORKS: '1', ORIGIN_CACHE_SECONDS: '0' },
+        });
+        origin = await startOrigin(await png(40, 30), 1_000_000);
+      });
+      after(async () => {
+        await origin?.close();
+        await server?.close();
+        await s3?.stop();
+      });
+
+      /** Keys under `prefix/` in the storage. */
+      const keys = async (prefix: string): Promise<string[]> => {
+        if (s3) return (await s3.listKeys(`${prefix}/`)).map((key) => key.slice(prefix.length + 1));
+        return (await server.services.storage.list!(prefix)).map((key) => key.split('/').at(-1)!);
+      };
+
+      it('miss, hit, 304; the render is stored under renders/ and is nobody’s storageBytes', async () => {
+        const a = await signer(server);
+        const fileId = await a.client.uploadOk(await png(50, 50), 'a.png');
+        const storageBefore = (await a.client.get('/api/account')).body.data.usage.storageBytes.used;
+        const url = a.url('w:25', fileId);
+        const miss = await fetchDelivery(url);
+        assert.equal(miss.headers.get('imgapi-cache'), 'miss');
+        const hit = await fetchDelivery(url);
+        assert.equal(hit.headers.get('imgapi-cache'), 'hit');
+        assert.deepEqual(hit.body, miss.body);
+        assert.equal((await fetchDelivery(url, { 'if-none-match': hit.headers.get('etag')! })).status, 304);
+        assert.ok((await keys('renders')).length >= 1);
+        assert.equal((await a.client.get('/api/account')).body.data.usage.storageBytes.used, storageBefore);
+        // Deleting the file deletes its render objects too.
+        const before = (await keys('renders')).length;
+        assert.equal((await a.client.request('DELETE', `/api/files/${fileId}`)).status, 204);
+        assert.equal((await keys('renders')).length, before - 1);
+      });
+
+      it('origin objects are kept under origin-objects/ and deleted with their origin', async () => {
+        const a = await signer(server);
+        assert.equal((await a.client.post('/api/origins', { name: 'cdn', baseUrl: origin.url })).status, 201);
+        assert.equal((await fetchDelivery(a.url('w:20', 'o/cdn/ok.png'))).status, 200);
+        assert.equal((await fetchDelivery(a.url('w:20', 'o/cdn/ok.png'))).headers.get('imgapi-cache'), 'hit');
+        const kept = await (s3 ? s3.listKeys('origin-objects/') : server.services.storage.list!('origin-objects'));
+        assert.equal(kept.length, 1);
+        assert.equal((await a.client.request('DELETE', '/api/origins/cdn')).status, 204);
+        const left = s3 ? await s3.listKeys('origin-objects/') : await server.services.storage.list!('origin-objects').catch(() => []);
+        assert.deepEqual(
+          left.filter((k) => !k.endsWith('/')),
+          [],
+        );
+      });
+
+      it('past RENDER_CACHE_MAX_BYTES the least recently used renders go, rows and objects', async () => {
+        const a = await signer(server);
+        const fileId = await a.client.uploadOk(await noise(60), 'noise.png');
+        const made: { etag: string; bytes: number }[] = [];
+        for (const side of [58, 56, 54, 52]) {
+          const response = await fetchDelivery(a.url(`w:${side}`, fileId));
+          assert.equal(response.status, 200);
+          made.push({ etag: response.headers.get('etag')!, bytes: response.body.length });
+        }
+        assert.ok(made.reduce((sum, r) => sum + r.bytes, 0) > CAP, `the renders (${made.map((r) => r.bytes).join(', ')} bytes) pass the cap`);
+        const total = await server.services.delivery.cache.totalBytes();
+        assert.ok(total <= CAP, `${total} bytes kept, cap ${CAP}`);
+        // The newest is kept, the oldest went: asking for it again is a miss.
+        assert.equal((await fetchDelivery(a.url('w:52', fileId))).headers.get('imgapi-cache'), 'hit');
+        assert.equal((await fetchDelivery(a.url('w:58', fileId))).headers.get('imgapi-cache'), 'miss');
+        const stored = await keys('renders');
+        assert.ok(stored.length <= Math.floor(CAP / Math.min(...made.map((r) => r.bytes))));
+      });
+
+      it('a row whose object went (evicted or purged by another process) renders again, never a 5xx', async () => {
+        const a = await signer(server);
+        const fileId = await a.client.uploadOk(await png(30, 30), 'b.png');
+        const url = a.url('w:15', fileId);
+        assert.equal((await fetchDelivery(url)).headers.get('imgapi-cache'), 'miss');
+        for (const key of await keys('renders')) await server.services.storage.delete(`renders/${key}`);
+        const again = await fetchDelivery(url);
+        assert.equal(again.status, 200);
+        assert.equal(again.headers.get('imgapi-cache'), 'miss');
+      });
+    });
+  }
+}

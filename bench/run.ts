@@ -15,6 +15,8 @@
 //   BENCH_SKIP_IMAGEMAGICK=1, BENCH_IMAGEMAGICK_ROUNDS=1
 //   BENCH_SERVICE_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof'   Node options for the service
 //   BENCH_WORKLOADS=jpeg720, BENCH_IN_FLIGHT=12   resize: one workload / in-flight level (profiling)
+//   BENCH_DELIVERY_JOBS=24, BENCH_DELIVERY_IN_FLIGHT=4, BENCH_DELIVERY_FORMATS=jpeg,webp,avif,png,
+//   BENCH_DELIVERY_PARTS=misses,hits, BENCH_HIT_SECONDS=10, BENCH_HIT_CONNECTIONS=50   delivery
 //
 // Add a scenario: write a module under bench/scenarios/ exporting a `Scenario` and list it below.
 import fs from 'node:fs';
@@ -31,6 +33,7 @@ import { queuePickup } from './scenarios/queue-pickup.js';
 import { soakScenario } from './scenarios/soak.js';
 import { aiUpscale } from './scenarios/ai-upscale.js';
 import { pipelineScenario } from './scenarios/pipeline.js';
+import { deliveryScenario } from './scenarios/delivery.js';
 import { presentationBench } from './presentation.js';
 import { presignScenario } from './presign.js';
 import { previewScenario } from './preview.js';
@@ -53,6 +56,7 @@ function textScenario(name: string, title: string, run: () => Promise<{ name: st
 const scenarios: Scenario[] = [
   resizeThroughput,
   statusPolls,
+  deliveryScenario,
   queuePickup,
   presentationBench,
   compressionScenario,

@@ -144,3 +144,45 @@ export class ForeignLoad {
     return Math.max(0, foreign / wall);
   }
 }
+
+/**
+ * CPU seconds of each thread of a process, summed by thread name (`comm`: "node" for the main
+ * thread, "libuv-worker", "V8 Worker", a worker thread's name, libvips' threads…), plus
+ * "(exited threads)": what threads that have gone used (the process's total minus the living
+ * ones). Compare two calls to see where a stretch of work spent its CPU.
+ */
+export function cpuByThreadName(pid: number): Map<string, number> {
+  const byName = new Map<string, number>();
+  let living = 0;
+  let tids: string[];
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return byName;
+  }
+  for (const tid of tids) {
+    try {
+      const text = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const name = tid === String(pid) ? 'main thread' : text.slice(text.indexOf('(') + 1, text.lastIndexOf(')'));
+      const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+      const seconds = (Number(f[11]) + Number(f[12])) / CLK_TCK;
+      byName.set(name, (byName.get(name) ?? 0) + seconds);
+      living += seconds;
+    } catch {
+      // the thread ended meanwhile: counted below with the exited ones
+    }
+  }
+  const total = cpuSecondsOf(pid);
+  if (total !== undefined) byName.set('(exited threads)', Math.max(0, total - living));
+  return byName;
+}
+
+/** `after − before` of two cpuByThreadName snapshots, names with no CPU left out. */
+export function threadCpuDelta(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
+  const delta: Record<string, number> = {};
+  for (const [name, seconds] of after) {
+    const d = seconds - (before.get(name) ?? 0);
+    if (d > 0) delta[name] = d;
+  }
+  return delta;
+}

@@ -11,14 +11,14 @@
 //
 // Environment: BENCH_STATUS_SECONDS=10, BENCH_STATUS_CONNECTIONS=50; a CPU profile of the service
 // under this load: BENCH_SERVICE_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' (bench/lib/service.ts).
-import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import sharp from 'sharp';
 import { ApiClient } from '../lib/client.js';
-import { sleep } from '../lib/pool.js';
+import { envInt, sleep } from '../lib/pool.js';
 import { cpuSecondsOf, loadAverage } from '../lib/proc.js';
 import { distIsStale, startService } from '../lib/service.js';
+import { parseWrk, requireWrk, runWrk } from '../lib/wrk.js';
 import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
 
 const SCENARIO = 'status polls';
@@ -26,66 +26,8 @@ const TARGET_RPS = 8000;
 const TARGET_P99_MS = 20;
 const WARMUP_SECONDS = 2;
 
-const envInt = (name: string, fallback: number): number => {
-  const value = Number(process.env[name]);
-  return Number.isInteger(value) && value > 0 ? value : fallback;
-};
-
-interface WrkResult {
-  requests: number;
-  seconds: number;
-  rps: number;
-  p50Ms: number;
-  p90Ms: number;
-  p99Ms: number;
-  maxMs: number;
-  non2xx: number;
-  socketErrors: string | undefined;
-  output: string;
-}
-
-/** "1.23ms", "850.00us", "1.02s" → milliseconds. */
-function durationMs(text: string): number {
-  const match = /^([\d.]+)(us|ms|s|m)$/.exec(text.trim());
-  if (!match) return NaN;
-  const value = Number(match[1]);
-  return { us: value / 1000, ms: value, s: value * 1000, m: value * 60_000 }[match[2] as 'us' | 'ms' | 's' | 'm'];
-}
-
-export function parseWrk(output: string): WrkResult {
-  const pct = (p: string) => durationMs(new RegExp(`^\\s+${p}%\\s+(\\S+)`, 'm').exec(output)?.[1] ?? '');
-  const done = /(\d+) requests in ([\d.]+)(us|ms|s|m)/.exec(output);
-  const requests = Number(done?.[1] ?? NaN);
-  const seconds = done ? durationMs(`${done[2]}${done[3]}`) / 1000 : NaN;
-  return {
-    requests,
-    seconds,
-    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(output)?.[1] ?? NaN),
-    p50Ms: pct('50'),
-    p90Ms: pct('90'),
-    p99Ms: pct('99'),
-    maxMs: durationMs(/^\s+Latency\s+\S+\s+\S+\s+(\S+)/m.exec(output)?.[1] ?? ''),
-    non2xx: Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(output)?.[1] ?? 0),
-    socketErrors: /Socket errors:.*/.exec(output)?.[0],
-    output,
-  };
-}
-
-function runWrk(args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-    child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`wrk exited with ${code}: ${out.trim()}`))));
-  });
-}
-
 async function run(ctx: BenchContext): Promise<ScenarioResult> {
-  if (spawnSync('wrk', ['--version'], { encoding: 'utf8' }).error) {
-    throw new Error('wrk is not installed: `node scripts/setup.mjs --bench` installs it as root (apt-get install wrk)');
-  }
+  requireWrk();
   const seconds = envInt('BENCH_STATUS_SECONDS', 10);
   const connections = envInt('BENCH_STATUS_CONNECTIONS', 50);
   const report: string[] = [];

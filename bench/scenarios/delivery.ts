@@ -1,0 +1,660 @@
+// Scenario: delivery URLs (`GET /r/{keyId}/{signature}/{transform}/{source}`, issue #24).
+//
+// Uncached renders — a DIV2K-sized photo (2040×1356) to fit inside 512×512 as JPEG q80, WebP q75,
+// AVIF q65 and PNG — on three sides, round by round, the same in-flight count for each:
+//   bare sharp — read the file, resize, encode with the service's encoder settings, in a child
+//                process of its own (workers/bare-render.mjs): the baseline, ratio 1.00
+//   service    — the real server as a child process, its /r/ route, URLs signed here
+//   ipx        — unjs/ipx serving the same files from a folder (workers/ipx-server.mjs)
+// Every request is a real miss with the same work: the photo is written as many files that differ
+// only by a JPEG comment (COM segment; same pixels, same decoding), and no (file, format) is asked
+// twice of a side. The service's files are uploaded first; ipx reads the same files from disk.
+// Targets: service ≥ 0.85× bare sharp and ahead of ipx (per-round ratios, median), and the CPU per
+// miss beyond libvips ≤ 3 ms: the service's CPU per render (all threads, /proc) minus bare
+// sharp's, which is libvips's work plus a few lines of JavaScript.
+//
+// Cached hits: one render of about 20 KB asked again and again by wrk (one thread, 50
+// connections, BENCH_HIT_SECONDS): req/s (target ≥ 10,000) and p99 (≤ 10 ms), and the service's
+// CPU per hit. Miss and hit latencies from the bench's own client (fetch) beside.
+//
+// Environment: BENCH_DELIVERY_JOBS=24 (renders per format, round and side), BENCH_ROUNDS=3,
+// BENCH_DELIVERY_IN_FLIGHT=4, BENCH_DELIVERY_FORMATS=jpeg,webp,avif,png, BENCH_HIT_SECONDS=10,
+// BENCH_HIT_CONNECTIONS=50, BENCH_CORPUS; a profile: BENCH_SERVICE_NODE_ARGS='--cpu-prof …' with
+// BENCH_DELIVERY_PARTS=misses (or hits: one render per format, then the hits) for one part alone.
+import { spawn, type ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import sharp from 'sharp';
+import { ApiClient, ApiError, prepareMultipart } from '../lib/client.js';
+import { envInt, median, percentile, runPool, sleep } from '../lib/pool.js';
+import { cpuByThreadName, cpuSecondsOf, ForeignLoad, loadAverage, MiB, threadCpuDelta, threadCpuSecondsOf } from '../lib/proc.js';
+import { distIsStale, startService } from '../lib/service.js';
+import { parseWrk, requireWrk, runWrk } from '../lib/wrk.js';
+import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
+
+const BOX = 512;
+const TARGET_VS_BARE = 0.85;
+const TARGET_VS_IPX = 1;
+const TARGET_OVERHEAD_MS = 3;
+const TARGET_HIT_RPS = 10_000;
+const TARGET_HIT_P99_MS = 10;
+const HIT_WARMUP_SECONDS = 2;
+/** Requests of the hit render from the bench's own client, for its latency. */
+const OWN_CLIENT_HITS = 400;
+
+interface Format {
+  key: 'jpeg' | 'webp' | 'avif' | 'png';
+  /** `q`, where the workload sets one (the PNG is lossless, zlib level 6). */
+  quality?: number;
+  mime: string;
+}
+const ALL_FORMATS: Format[] = [
+  { key: 'jpeg', quality: 80, mime: 'image/jpeg' },
+  { key: 'webp', quality: 75, mime: 'image/webp' },
+  { key: 'avif', quality: 65, mime: 'image/avif' },
+  { key: 'png', mime: 'image/png' },
+];
+const fmt = (n: number | null | undefined, digits = 2) => (n === null || n === undefined || Number.isNaN(n) ? '—' : n.toFixed(digits));
+const label = (f: Format) => `${f.key.toUpperCase()}${f.quality ? ` q${f.quality}` : ''}`;
+
+type SideName = 'bare' | 'service' | 'ipx';
+const SIDES: SideName[] = ['bare', 'service', 'ipx'];
+
+interface RoundResult {
+  wallMs: number;
+  renders: number;
+  throughput: number;
+  cpuSeconds: number | null;
+  /** Service only: its main thread (tid = pid), where JavaScript runs. */
+  mainThreadCpuSeconds?: number | null;
+  /** HTTP sides: CPU seconds by thread name (bench/lib/proc.ts cpuByThreadName). */
+  threads?: Record<string, number>;
+  latenciesMs: number[];
+  bytes: number[];
+  errors: string[];
+  foreignCpus: number;
+}
+
+interface Side {
+  name: SideName;
+  pid: number;
+  /** Renders files first … first + count − 1 in `format`, `inFlight` at a time. */
+  run(format: Format, first: number, count: number, inFlight: number): Promise<RoundResult>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The input: one DIV2K-sized photo, written as many byte-distinct files
+
+interface Inputs {
+  dir: string;
+  files: string[];
+  width: number;
+  height: number;
+  bytes: number;
+  description: string;
+}
+
+const fileName = (index: number) => `photo-${String(index).padStart(4, '0')}.jpg`;
+
+/**
+ * The corpus' 12 MP camera photo (Carrie.jpg, 3000×4000) downscaled once to 2040 px wide and
+ * cropped to DIV2K's 2040×1356 around its centre, JPEG q90; then `count` copies that differ only
+ * by a COM segment after SOI, so every file is a distinct source with identical decoding work.
+ */
+async function prepareInputs(ctx: BenchContext, count: number): Promise<Inputs> {
+  const corpus = path.resolve(process.env.BENCH_CORPUS ?? path.join(ctx.repoRoot, '../shared/corpus'));
+  const source = path.join(corpus, 'images/wikimedia/Carrie.jpg');
+  const [width, height] = [2040, 1356];
+  const scaled = sharp(await sharp(source).autoOrient().resize({ width }).toBuffer());
+  const { height: scaledHeight = height } = await scaled.metadata();
+  const photo = await scaled
+    .extract({ left: 0, top: Math.max(0, Math.round((scaledHeight - height) / 2)), width, height })
+    .jpeg({ quality: 90 })
+    .toBuffer();
+  const dir = path.join(ctx.tmpDir, 'photos');
+  fs.mkdirSync(dir, { recursive: true });
+  const files: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const comment = Buffer.from(`imgapi bench copy ${i}`);
+    const segment = Buffer.alloc(4);
+    segment.writeUInt16BE(0xfffe, 0);
+    segment.writeUInt16BE(comment.length + 2, 2);
+    const file = path.join(dir, fileName(i));
+    fs.writeFileSync(file, Buffer.concat([photo.subarray(0, 2), segment, comment, photo.subarray(2)]));
+    files.push(file);
+  }
+  return {
+    dir,
+    files,
+    width,
+    height,
+    bytes: photo.length,
+    description: `images/wikimedia/Carrie.jpg (corpus, 12 MP camera photo) downscaled to ${width} px wide, cropped to ${width}×${height} (DIV2K's size), q90`,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes
+
+/** Starts a worker script and reads its first JSON line ("ready"). */
+async function startWorker(ctx: BenchContext, script: string, args: string[]) {
+  const child: ChildProcess = spawn(process.execPath, [path.join(ctx.repoRoot, 'bench', 'workers', script), ...args], {
+    cwd: ctx.repoRoot,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const lines = readline.createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  const next = async (): Promise<any> => {
+    const { value, done } = await lines.next();
+    if (done) throw new Error(`${script} ended: ${stderr.trim() || `exit ${child.exitCode}`}`);
+    return JSON.parse(value);
+  };
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    const killer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(killer);
+  };
+  ctx.onCleanup(stop);
+  return { child, pid: child.pid!, ready: await next(), next, stop };
+}
+
+async function startBare(ctx: BenchContext, inputs: Inputs): Promise<Side & { info: Record<string, unknown> }> {
+  const worker = await startWorker(ctx, 'bare-render.mjs', [inputs.dir, '0']);
+  return {
+    name: 'bare',
+    pid: worker.pid,
+    info: worker.ready,
+    async run(format, first, count, inFlight) {
+      const foreign = new ForeignLoad();
+      const cpu0 = cpuSecondsOf(worker.pid);
+      worker.child.stdin!.write(`run ${format.key} ${inFlight} ${first} ${count}\n`);
+      const done = await worker.next();
+      const cpu1 = cpuSecondsOf(worker.pid);
+      const cpuSeconds = cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : null;
+      const widths = done.widths as number[];
+      return {
+        wallMs: done.wallMs,
+        renders: count,
+        throughput: count / (done.wallMs / 1000),
+        cpuSeconds,
+        latenciesMs: done.latencies,
+        bytes: done.sizes,
+        errors: widths.some((w) => w !== BOX) ? [`output width ${widths.join(',')} ≠ ${BOX}`] : [],
+        foreignCpus: foreign.stop(cpuSeconds ?? 0),
+      };
+    },
+  };
+}
+
+/** A side reached over HTTP: the service or ipx, driven by the same client. */
+function httpSide(name: SideName, pid: number, urlOf: (format: Format, index: number) => string, expectCache?: 'hit' | 'miss'): Side {
+  return {
+    name,
+    pid,
+    async run(format, first, count, inFlight) {
+      const foreign = new ForeignLoad();
+      const cpu0 = cpuSecondsOf(pid);
+      const main0 = threadCpuSecondsOf(pid, pid);
+      const threads0 = cpuByThreadName(pid);
+      const errors: string[] = [];
+      const latenciesMs: number[] = [];
+      const bytes: number[] = [];
+      const { wallMs } = await runPool(count, inFlight, async (i) => {
+        try {
+          const t0 = performance.now();
+          const { body, headers } = await get(urlOf(format, first + i), format.mime);
+          latenciesMs.push(performance.now() - t0);
+          bytes.push(body.length);
+          const cache = headers.get('imgapi-cache');
+          if (expectCache && cache !== expectCache) errors.push(`Imgapi-Cache: ${cache} (expected ${expectCache})`);
+          const { width } = await sharp(body).metadata();
+          if (width !== BOX) errors.push(`output width ${width} ≠ ${BOX}`);
+        } catch (err) {
+          errors.push((err as Error).message);
+        }
+      });
+      const cpu1 = cpuSecondsOf(pid);
+      const main1 = threadCpuSecondsOf(pid, pid);
+      const threads = threadCpuDelta(threads0, cpuByThreadName(pid));
+      const cpuSeconds = cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : null;
+      return {
+        threads,
+        wallMs,
+        renders: count,
+        throughput: latenciesMs.length / (wallMs / 1000),
+        cpuSeconds,
+        mainThreadCpuSeconds: name === 'service' && main0 !== undefined && main1 !== undefined ? main1 - main0 : undefined,
+        latenciesMs,
+        bytes,
+        errors,
+        foreignCpus: foreign.stop(cpuSeconds ?? 0),
+      };
+    },
+  };
+}
+
+async function get(url: string, mime: string): Promise<{ body: Buffer; headers: Headers }> {
+  const response = await fetch(url);
+  const body = Buffer.from(await response.arrayBuffer());
+  if (response.status !== 200) throw new Error(`${response.status}: ${body.toString('utf8', 0, 300)}`);
+  const type = response.headers.get('content-type');
+  if (type !== mime) throw new Error(`content-type ${type} ≠ ${mime}`);
+  return { body, headers: response.headers };
+}
+
+const transformOf = (format: Format) => `w:${BOX},h:${BOX},f:${format.key}${format.quality ? `,q:${format.quality}` : ''}`;
+const ipxModifiers = (format: Format) => `s_${BOX}x${BOX},fit_inside,f_${format.key}${format.quality ? `,q_${format.quality}` : ''}`;
+
+/** `/r/{keyId}/{signature}/{transform}/{source}`, signed as API.md says. */
+function signedPath(key: { keyId: string; secret: string }, transform: string, source: string): string {
+  const signed = `${transform}/${source}`;
+  return `/r/${key.keyId}/${crypto.createHmac('sha256', key.secret).update(signed).digest('base64url')}/${signed}`;
+}
+
+interface HitTarget {
+  pid: number;
+  url: string;
+  format: Format;
+  connections: number;
+  seconds: number;
+  inFlight: number;
+}
+
+/** wrk on one URL for `seconds` (after a warm-up), with the CPU the serving process used meanwhile. */
+async function wrkOn(ctx: BenchContext, pid: number, url: string, connections: number, seconds: number) {
+  const args = (duration: number) => ['-t1', `-c${connections}`, `-d${duration}s`, '--latency', url];
+  await runWrk(args(HIT_WARMUP_SECONDS));
+  await sleep(500);
+  const foreign = new ForeignLoad();
+  const cpu0 = cpuSecondsOf(pid);
+  const main0 = threadCpuSecondsOf(pid, pid);
+  const wrk = parseWrk(await runWrk(args(seconds)));
+  const cpu = (cpuSecondsOf(pid) ?? NaN) - (cpu0 ?? NaN);
+  const mainCpu = (threadCpuSecondsOf(pid, pid) ?? NaN) - (main0 ?? NaN);
+  return {
+    wrk,
+    cpuUs: (cpu * 1e6) / wrk.requests,
+    mainUs: (mainCpu * 1e6) / wrk.requests,
+    foreignCpus: foreign.stop(cpu), // wrk's own CPU counts as "other work" here
+  };
+}
+
+/**
+ * One stored render asked again and again: wrk's req/s and latency and the service's CPU per
+ * hit, against plain node:http answering the same bytes from memory (workers/static-server.mjs:
+ * what this machine and wrk allow at all), then the bench's own client's latency.
+ */
+async function measureHits(ctx: BenchContext, hit: HitTarget): Promise<{ rows: Row[]; report: string[]; details: Record<string, unknown> }> {
+  const { pid, url, format, connections, seconds, inFlight } = hit;
+  const report: string[] = [];
+  const check = await get(url, format.mime);
+  if (check.headers.get('imgapi-cache') !== 'hit') report.push(`WARNING: the hit URL answered Imgapi-Cache: ${check.headers.get('imgapi-cache')}`);
+  const bodyFile = path.join(ctx.tmpDir, 'hit-render');
+  fs.writeFileSync(bodyFile, check.body);
+  const staticServer = await startWorker(ctx, 'static-server.mjs', [bodyFile, format.mime]);
+  ctx.log(`cached hits: node:http from memory, ${connections} connections for ${seconds} s`);
+  const bare = await wrkOn(ctx, staticServer.pid, `http://127.0.0.1:${staticServer.ready.port}/`, connections, seconds);
+  await staticServer.stop();
+  ctx.log(`cached hits: service, ${connections} connections for ${seconds} s`);
+  const served = await wrkOn(ctx, pid, url, connections, seconds);
+  const own = await httpSide('service', pid, () => url, 'hit').run(format, 0, OWN_CLIENT_HITS, inFlight);
+  const ownLatency = { p50: percentile(own.latenciesMs, 50), p99: percentile(own.latenciesMs, 99) };
+
+  const line = (name: string, r: typeof served) =>
+    `  ${name}: ${r.wrk.requests} requests, ${fmt(r.wrk.rps, 0)} req/s; p50 ${fmt(r.wrk.p50Ms)} ms, p90 ${fmt(r.wrk.p90Ms)} ms, ` +
+    `p99 ${fmt(r.wrk.p99Ms)} ms, max ${fmt(r.wrk.maxMs, 1)} ms; CPU ${fmt(r.cpuUs, 0)} µs per request (main thread ${fmt(r.mainUs, 0)} µs); ` +
+    `other CPUs busy (wrk included) ${fmt(r.foreignCpus)}`;
+  report.push(
+    `cached hits: wrk -t1 -c${connections} -d${seconds}s --latency on one URL, ${check.body.length} bytes:`,
+    line('node:http from memory', bare),
+    line('service /r/ (signed)', served),
+    `hits from the bench's own client, ${inFlight} in flight: p50 ${fmt(ownLatency.p50)} ms, p99 ${fmt(ownLatency.p99)} ms` +
+      `${own.errors.length ? `; ${own.errors.length} errors: ${own.errors[0]}` : ''}`,
+  );
+  for (const r of [bare, served]) {
+    if (r.wrk.non2xx) report.push(`WARNING: ${r.wrk.non2xx} answers were not 2xx`);
+    if (r.wrk.socketErrors) report.push(`WARNING: ${r.wrk.socketErrors}`);
+  }
+  const scenario = `delivery hit ${label(format)} ${fmt(check.body.length / 1024, 1)} KB`;
+  const row = (metric: string, value: number, unit: string, target?: Row['target'], note?: string): Row => ({
+    scenario,
+    variant: `service /r/, wrk ${connections} connections`,
+    metric,
+    value,
+    unit,
+    target,
+    note,
+  });
+  return {
+    rows: [
+      {
+        scenario,
+        variant: `node:http from memory, wrk ${connections} connections (baseline)`,
+        metric: 'throughput',
+        value: bare.wrk.rps,
+        unit: 'req/s',
+        ratio: 1,
+        baseline: 'node:http from memory',
+        note: `p50 ${fmt(bare.wrk.p50Ms)} ms, p99 ${fmt(bare.wrk.p99Ms)} ms; CPU ${fmt(bare.cpuUs, 0)} µs/request; other work ${fmt(bare.foreignCpus, 1)} CPUs (wrk included)`,
+      },
+      {
+        ...row(
+          'throughput',
+          served.wrk.rps,
+          'req/s',
+          { on: 'value', op: '>=', threshold: TARGET_HIT_RPS },
+          served.wrk.non2xx ? `${served.wrk.non2xx} non-2xx` : undefined,
+        ),
+        ratio: served.wrk.rps / bare.wrk.rps,
+        baseline: 'node:http from memory',
+      },
+      row(
+        'p99',
+        served.wrk.p99Ms,
+        'ms',
+        { on: 'value', op: '<=', threshold: TARGET_HIT_P99_MS },
+        `p50 ${fmt(served.wrk.p50Ms)} ms; other work ${fmt(served.foreignCpus, 1)} CPUs (wrk included)`,
+      ),
+      {
+        ...row('CPU per hit', served.cpuUs, 'µs', undefined, `main thread ${fmt(served.mainUs, 0)} µs; ratio: baseline CPU ÷ service CPU`),
+        // Inverted, as resize-throughput's CPU rows are, so that higher is better.
+        ratio: bare.cpuUs / served.cpuUs,
+        baseline: 'node:http from memory',
+      },
+      { ...row('p99', ownLatency.p99, 'ms', undefined, `p50 ${fmt(ownLatency.p50)} ms`), variant: `service /r/, bench client ${inFlight} in flight` },
+    ],
+    report,
+    details: {
+      bytes: check.body.length,
+      baseline: { ...bare, wrk: { ...bare.wrk, output: undefined } },
+      service: { ...served, wrk: { ...served.wrk, output: undefined } },
+      ownClient: ownLatency,
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scenario
+
+async function run(ctx: BenchContext): Promise<ScenarioResult> {
+  requireWrk();
+  const maxRounds = envInt('BENCH_ROUNDS', 3);
+  const jobs = envInt('BENCH_DELIVERY_JOBS', 24);
+  const inFlight = envInt('BENCH_DELIVERY_IN_FLIGHT', 4);
+  const hitSeconds = envInt('BENCH_HIT_SECONDS', 10);
+  const connections = envInt('BENCH_HIT_CONNECTIONS', 50);
+  const wanted = process.env.BENCH_DELIVERY_FORMATS?.split(',').filter(Boolean);
+  const formats = ALL_FORMATS.filter((f) => !wanted?.length || wanted.includes(f.key));
+  const parts = process.env.BENCH_DELIVERY_PARTS?.split(',') ?? ['misses', 'hits'];
+  const report: string[] = [];
+
+  // File 0 warms every side up (and is the cached hit); round r uses files 1 + r·jobs … (r+1)·jobs.
+  const inputs = await prepareInputs(ctx, 1 + maxRounds * jobs);
+  report.push(`input: ${inputs.description}: ${(inputs.bytes / MiB).toFixed(2)} MiB, ${inputs.files.length} files differing by a JPEG comment only`);
+
+  ctx.log('starting bare sharp and ipx');
+  const bare = await startBare(ctx, inputs);
+  const ipxWorker = await startWorker(ctx, 'ipx-server.mjs', [inputs.dir]);
+  const ipxUrl = `http://127.0.0.1:${ipxWorker.ready.port}`;
+  const ipx = httpSide('ipx', ipxWorker.pid, (format, index) => `${ipxUrl}/${ipxModifiers(format)}/${fileName(index)}`);
+
+  const stale = distIsStale(ctx.repoRoot);
+  if (stale) report.push(`WARNING: ${stale}`);
+  const serviceEnv: Record<string, string> = process.env.BENCH_SERVICE_ENV ? JSON.parse(process.env.BENCH_SERVICE_ENV) : {};
+  ctx.log('starting the service and uploading the files');
+  const service = await startService({
+    repoRoot: ctx.repoRoot,
+    dir: path.join(ctx.tmpDir, 'service'),
+    plans: { max: { requestsPerSecond: 1_000_000, monthlyRenders: 1_000_000_000 } },
+    env: serviceEnv,
+  });
+  ctx.onCleanup(() => service.stop());
+  const client = new ApiClient(service.url, service.key);
+  const fileIds: string[] = [];
+  for (const file of inputs.files) {
+    const body = prepareMultipart(fs.readFileSync(file), path.basename(file), 'image/jpeg');
+    fileIds.push(await client.uploadPrepared(body));
+  }
+  const created = await client.request('POST', '/api/signing-keys', { json: {} });
+  if (created.status !== 201) throw new ApiError('POST /api/signing-keys', created);
+  const key = created.body.data as { keyId: string; secret: string };
+  const serviceSide = httpSide(
+    'service',
+    service.pid,
+    (format, index) => service.url + signedPath(key, transformOf(format), fileIds[index]!),
+    'miss',
+  );
+  const sides: Record<SideName, Side> = { bare, service: serviceSide, ipx };
+  report.push(
+    `bare sharp: child process, sharp ${bare.info.sharp} / libvips ${bare.info.vips}, sharp.concurrency() ${bare.info.concurrency}; ` +
+      `service: child process, SQLite, RENDER_CONCURRENCY ${service.env.RENDER_CONCURRENCY ?? `default (${os.availableParallelism()} CPUs)`}` +
+      `${Object.keys(serviceEnv).length ? `, BENCH_SERVICE_ENV ${JSON.stringify(serviceEnv)}` : ''}; ipx: child process (workers/ipx-server.mjs)`,
+  );
+  report.push(
+    `transform: service ${transformOf(formats[0]!)} (fit inside by default), ipx ${ipxModifiers(formats[0]!)}, bare resize({width: ${BOX}, height: ${BOX}, fit: 'inside'}); ` +
+      `${jobs} renders per format, round and side, ${inFlight} in flight; up to ${maxRounds} rounds, the sides back to back in a rotating order`,
+  );
+
+  ctx.log('warming up');
+  for (const format of formats) {
+    for (const side of [serviceSide, ipx]) {
+      const warm = await side.run(format, 0, 1, 1);
+      if (warm.errors.length) throw new Error(`${side.name} warm-up (${format.key}): ${warm.errors[0]}`);
+    }
+  }
+
+  // What the service spends doing nothing (its task workers polling the queue), part of every
+  // CPU-per-render figure below: measured for the record.
+  const idleCpu0 = cpuSecondsOf(service.pid) ?? NaN;
+  await sleep(2000);
+  const idleMsPerSecond = (((cpuSecondsOf(service.pid) ?? NaN) - idleCpu0) * 1000) / 2;
+  report.push(`service idle (no request, task workers waiting): ${fmt(idleMsPerSecond, 1)} ms of CPU a second`);
+
+  // Rounds
+  const measured = new Map(formats.map((f) => [f.key, { bare: [] as RoundResult[], service: [] as RoundResult[], ipx: [] as RoundResult[] }]));
+  let lastRoundSeconds = 0;
+  let roundsRun = 0;
+  for (let r = 0; r < (parts.includes('misses') ? maxRounds : 0); r++) {
+    if (r > 0 && ctx.secondsLeft() < lastRoundSeconds * 1.2 + hitSeconds + 10) {
+      report.push(`stopped after ${r} round(s): another (~${lastRoundSeconds.toFixed(0)} s) would overrun the time budget`);
+      break;
+    }
+    const t0 = Date.now();
+    for (const [index, format] of formats.entries()) {
+      const shift = (r + index) % SIDES.length;
+      for (const name of [...SIDES.slice(shift), ...SIDES.slice(0, shift)]) {
+        ctx.log(`round ${r + 1}/${maxRounds}: ${label(format)}: ${name}`);
+        const result = await sides[name].run(format, 1 + r * jobs, jobs, inFlight);
+        measured.get(format.key)![name].push(result);
+        ctx.log(`  ${fmt(result.throughput)} renders/s${result.errors.length ? `, ${result.errors.length} errors: ${result.errors[0]}` : ''}`);
+      }
+    }
+    lastRoundSeconds = (Date.now() - t0) / 1000;
+    roundsRun++;
+  }
+
+  // Cached hits: a render of file 0 (warmed above), about 20 KB.
+  const hitFormat = formats.find((f) => f.key === 'webp') ?? formats[0]!;
+  const hits = parts.includes('hits')
+    ? await measureHits(ctx, {
+        pid: service.pid,
+        url: service.url + signedPath(key, transformOf(hitFormat), fileIds[0]!),
+        format: hitFormat,
+        connections,
+        seconds: hitSeconds,
+        inFlight,
+      })
+    : undefined;
+  const serviceStderr = service.stderr().trim();
+
+  // Summaries
+  const rows: Row[] = [];
+  const perRender = (rs: RoundResult[], pick: (r: RoundResult) => number | null | undefined) =>
+    rs.length ? median(rs.map((r) => ((pick(r) ?? NaN) * 1000) / r.renders)) : NaN;
+  const ratio = (a: RoundResult[], b: RoundResult[]) => {
+    const n = Math.min(a.length, b.length);
+    return n ? median(Array.from({ length: n }, (_, i) => a[i]!.throughput / b[i]!.throughput)) : null;
+  };
+  const all = <T>(rs: RoundResult[], pick: (r: RoundResult) => T[]): T[] => rs.flatMap(pick);
+  const details: Record<string, unknown> = {};
+  report.push('');
+  report.push('per round: renders/s [CPUs busy with other work on the machine meanwhile]');
+  for (const format of formats) {
+    const m = measured.get(format.key)!;
+    for (const name of SIDES) {
+      report.push(
+        `  ${label(format).padEnd(9)} ${name.padEnd(7)} ${m[name].map((r) => `${fmt(r.throughput).padStart(6)} [${fmt(r.foreignCpus, 1)}]`).join('  ')}`,
+      );
+    }
+  }
+  report.push('');
+  report.push('per render (medians): CPU ms (service: main thread) · latency p50 / p99 ms · bytes');
+  for (const format of formats) {
+    const m = measured.get(format.key)!;
+    const name = `delivery miss 2MP→${BOX} ${label(format)}`;
+    const cpu = {
+      bare: perRender(m.bare, (r) => r.cpuSeconds),
+      service: perRender(m.service, (r) => r.cpuSeconds),
+      ipx: perRender(m.ipx, (r) => r.cpuSeconds),
+    };
+    const serviceMain = perRender(m.service, (r) => r.mainThreadCpuSeconds);
+    const latency = (name: SideName) => {
+      const l = all(m[name], (r) => r.latenciesMs);
+      return { p50: percentile(l, 50), p99: percentile(l, 99) };
+    };
+    const errors = (name: SideName) => all(m[name], (r) => r.errors);
+    const throughput = (name: SideName) => (m[name].length ? median(m[name].map((r) => r.throughput)) : null);
+    for (const side of SIDES) {
+      const l = latency(side);
+      report.push(
+        `  ${label(format).padEnd(9)} ${side.padEnd(7)} CPU ${fmt(cpu[side], 1)}${side === 'service' ? ` (main ${fmt(serviceMain, 1)})` : ''} · ` +
+          `${fmt(l.p50, 0)} / ${fmt(l.p99, 0)} ms · ${fmt(median(all(m[side], (r) => r.bytes)), 0)} B${errors(side).length ? ` · ${errors(side).length} errors: ${errors(side)[0]}` : ''}`,
+      );
+    }
+    const foreign = median(SIDES.flatMap((s) => m[s].map((r) => r.foreignCpus)));
+    const note = (side: SideName) => {
+      const l = latency(side);
+      return `CPU ${fmt(cpu[side], 1)} ms/render; p50 ${fmt(l.p50, 0)} ms, p99 ${fmt(l.p99, 0)} ms; other work ${fmt(foreign, 1)} CPUs${errors(side).length ? `; ${errors(side).length} errors` : ''}`;
+    };
+    rows.push({
+      scenario: name,
+      variant: `bare sharp, ${inFlight} in flight (baseline)`,
+      metric: 'throughput',
+      value: throughput('bare'),
+      unit: 'renders/s',
+      ratio: 1,
+      baseline: 'bare sharp',
+      note: note('bare'),
+    });
+    rows.push({
+      scenario: name,
+      variant: `service /r/, ${inFlight} in flight`,
+      metric: 'throughput',
+      value: throughput('service'),
+      unit: 'renders/s',
+      ratio: ratio(m.service, m.bare),
+      baseline: 'bare sharp',
+      target: { on: 'ratio', op: '>=', threshold: TARGET_VS_BARE },
+      note: `${note('service')}; main thread ${fmt(serviceMain, 1)} ms`,
+    });
+    rows.push({
+      scenario: name,
+      variant: `ipx ${inFlight} in flight`,
+      metric: 'throughput',
+      value: throughput('ipx'),
+      unit: 'renders/s',
+      ratio: ratio(m.ipx, m.bare),
+      baseline: 'bare sharp',
+      note: note('ipx'),
+    });
+    rows.push({
+      scenario: name,
+      variant: 'service ÷ ipx',
+      metric: 'throughput ratio',
+      value: null,
+      unit: '',
+      ratio: ratio(m.service, m.ipx),
+      baseline: 'ipx',
+      target: { on: 'ratio', op: '>=', threshold: TARGET_VS_IPX },
+    });
+    rows.push({
+      scenario: name,
+      variant: 'service CPU per miss beyond libvips',
+      metric: 'CPU per miss − bare CPU per render',
+      value: cpu.service - cpu.bare,
+      unit: 'ms',
+      target: { on: 'value', op: '<=', threshold: TARGET_OVERHEAD_MS },
+      note: `service ${fmt(cpu.service, 1)} − bare ${fmt(cpu.bare, 1)} ms (ipx: ${fmt(cpu.ipx - cpu.bare, 1)} ms beyond)`,
+    });
+    details[format.key] = {
+      cpuMsPerRender: cpu,
+      serviceMainThreadMs: serviceMain,
+      rounds: m,
+      latency: { bare: latency('bare'), service: latency('service'), ipx: latency('ipx') },
+    };
+  }
+
+  report.push('');
+  report.push('CPU per render by thread (ms, all rounds; libvips works on libuv-worker threads and its own pool)');
+  for (const format of formats) {
+    const m = measured.get(format.key)!;
+    for (const side of ['service', 'ipx'] as const) {
+      const renders = m[side].reduce((n, r) => n + r.renders, 0);
+      const sums: Record<string, number> = {};
+      for (const r of m[side]) for (const [name, seconds] of Object.entries(r.threads ?? {})) sums[name] = (sums[name] ?? 0) + seconds;
+      const parts = Object.entries(sums)
+        .sort((a, b) => b[1] - a[1])
+        .map(([name, seconds]) => `${name} ${fmt((seconds * 1000) / renders, 1)}`);
+      details[format.key] = { ...(details[format.key] as object), [`${side}ThreadsMs`]: sums };
+      report.push(`  ${label(format).padEnd(9)} ${side.padEnd(7)} ${parts.join(' · ')}`);
+    }
+  }
+
+  if (hits) {
+    report.push('', ...hits.report);
+    rows.push(...hits.rows);
+  }
+
+  const foreignCpus = median([...measured.values()].flatMap((m) => SIDES.flatMap((s) => m[s].map((r) => r.foreignCpus))));
+  const cpus = os.availableParallelism();
+  report.push('');
+  report.push(
+    `other work on the machine during the rounds: median ${fmt(foreignCpus)} of ${cpus} CPUs busy (load average now ${loadAverage().join(' ')})`,
+  );
+  if (foreignCpus > 0.25 * cpus) {
+    report.push(
+      'WARNING: throughputs are low and their ratios approximate: other work took CPUs from all three sides. The CPU-per-render figures do not depend on load.',
+    );
+  }
+  if (serviceStderr) report.push(`service stderr: ${serviceStderr.slice(0, 500)}`);
+  await service.stop();
+
+  return {
+    rows,
+    report,
+    details: {
+      input: { description: inputs.description, width: inputs.width, height: inputs.height, bytes: inputs.bytes, files: inputs.files.length },
+      jobs,
+      inFlight,
+      roundsRun,
+      serviceIdleCpuMsPerSecond: idleMsPerSecond,
+      foreignCpus,
+      formats: details,
+      hits: hits?.details,
+      bare: bare.info,
+    },
+  };
+}
+
+export const deliveryScenario: Scenario = {
+  name: 'delivery',
+  title: `delivery URLs: uncached renders of a 2 MP photo to fit ${BOX} px (JPEG, WebP, AVIF, PNG) against bare sharp and ipx; cached hits with wrk`,
+  run,
+};

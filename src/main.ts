@@ -118,6 +118,7 @@ async function serve(role: string): Promise<number> {
         url: config.publicUrl,
         role,
         workers: workers.concurrency,
+        aiWorkers: workers.aiConcurrency,
         workerId: workers.id,
         database: config.database.dialect,
         storage: services.storage.name,
@@ -128,7 +129,14 @@ async function serve(role: string): Promise<number> {
     await announceSetupToken({ database: services.database, clock: services.clock, logger: services.logger, publicUrl: config.publicUrl });
   } else {
     services.logger.info(
-      { role, workers: workers.concurrency, workerId: workers.id, database: config.database.dialect, storage: services.storage.name },
+      {
+        role,
+        workers: workers.concurrency,
+        aiWorkers: workers.aiConcurrency,
+        workerId: workers.id,
+        database: config.database.dialect,
+        storage: services.storage.name,
+      },
       'imgapi worker started',
     );
   }

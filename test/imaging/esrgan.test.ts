@@ -11,21 +11,11 @@ import { kindsOf } from '../../src/cli/job-options.js';
 import { superResolutionEngine, superResolve } from '../../src/imaging/super-resolution/engine.js';
 import { upscale } from '../../src/operations/upscale.js';
 import type { StepEnv } from '../../src/operations/types.js';
+import { CAMERA_PHOTOS } from './camera-photos.js';
 import { Client, corpusFile, DIALECTS, sleep, startServer, tempDir, type TestServer } from '../helpers.js';
 
 /** Ten camera photos of the corpus (MANIFEST.json), each cropped to CROP × CROP around its centre. */
-const PHOTOS = [
-  'images/sharp/2569067123_aca715a2ee_o.jpg',
-  'images/sharp/Landscape_1.jpg',
-  'images/sharp/Portrait_1.jpg',
-  'images/sharp/flowers.jpeg',
-  'images/wikimedia/Cerkiew.jpg',
-  'images/wikimedia/Carrie.jpg',
-  'images/sharp/4.webp',
-  'images/image-rs/progressive-3.jpg',
-  'images/sharp/Landscape_9.jpg',
-  'images/sharp/tifftag-photoshop.tiff',
-];
+const PHOTOS = CAMERA_PHOTOS;
 const CROP = 160;
 
 type Raw = { data: Buffer; width: number; height: number; channels: number };

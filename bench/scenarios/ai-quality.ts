@@ -39,7 +39,11 @@ function psnr(a: Buffer, b: Buffer): number {
   return sum === 0 ? Infinity : 10 * Math.log10((255 * 255) / (sum / a.length));
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
 
 export const aiQuality: Scenario = {
   name: 'ai-quality',

@@ -32,6 +32,7 @@ import { statusPolls } from './scenarios/status-polls.js';
 import { queuePickup } from './scenarios/queue-pickup.js';
 import { soakScenario } from './scenarios/soak.js';
 import { aiUpscale } from './scenarios/ai-upscale.js';
+import { aiQuality } from './scenarios/ai-quality.js';
 import { pipelineScenario } from './scenarios/pipeline.js';
 import { deliveryScenario } from './scenarios/delivery.js';
 import { presentationBench } from './presentation.js';
@@ -66,6 +67,7 @@ const scenarios: Scenario[] = [
   ),
   soakScenario,
   aiUpscale,
+  aiQuality,
   pipelineScenario,
 ];
 

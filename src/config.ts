@@ -33,6 +33,8 @@ export interface Config {
   /** A body that sends no byte for this long is answered 408 REQUEST_TIMEOUT. */
   bodyStallMs: number;
   workerConcurrency: number;
+  /** AI tasks (the `ai` lane) run at once by this process, in slots apart from workerConcurrency's. */
+  aiConcurrency: number;
   taskTimeoutMs: number;
   /** An AI upscale's (`upscale` with `model: "esrgan"`) time limit, in place of taskTimeoutMs. */
   aiTaskTimeoutMs: number;
@@ -233,7 +235,14 @@ export const VARIABLES = {
       return file;
     },
   } satisfies Variable<string | undefined>,
-  WORKER_CONCURRENCY: { ...integer(cpuCount, 0, 256, 'CPU count'), doc: 'tasks run at once by this process (0: none)' },
+  WORKER_CONCURRENCY: {
+    ...integer(cpuCount, 0, 256, 'CPU count'),
+    doc: 'image tasks run at once by this process (0: none, and no AI task either: an API-only process)',
+  },
+  AI_CONCURRENCY: {
+    ...integer(1, 0, 16),
+    doc: 'AI tasks (`upscale` with `model: "esrgan"`, or a pipeline with such a step) run at once by this process, in slots of their own: they never take a `WORKER_CONCURRENCY` slot, so image tasks do not wait behind them. Their networks run one at a time on one inference thread per process, so more than 1 only queues them there (0: this process runs none)',
+  },
   TASK_TIMEOUT_SECONDS: { ...integer(120, 1, 86_400), doc: 'a task running longer fails with `PROCESSING_TIMEOUT`' },
   AI_TASK_TIMEOUT_SECONDS: {
     ...integer(900, 1, 86_400),
@@ -416,6 +425,7 @@ export function loadConfig(env: Env = process.env): Config {
     requestTimeoutMs: read('REQUEST_TIMEOUT_SECONDS') * 1000,
     bodyStallMs: read('BODY_STALL_SECONDS') * 1000,
     workerConcurrency: read('WORKER_CONCURRENCY'),
+    aiConcurrency: read('AI_CONCURRENCY'),
     taskTimeoutMs: read('TASK_TIMEOUT_SECONDS') * 1000,
     aiTaskTimeoutMs: read('AI_TASK_TIMEOUT_SECONDS') * 1000,
     leaseMs: read('TASK_LEASE_SECONDS') * 1000,

@@ -105,6 +105,14 @@ async function serve(role: string): Promise<number> {
   const services = await createServices(config);
   const workers = new WorkerPool(services, role === 'api' ? 0 : config.workerConcurrency);
   const app = role === 'worker' ? undefined : await buildApp(services);
+  const started = {
+    role,
+    workers: workers.concurrency,
+    aiWorkers: workers.aiConcurrency,
+    workerId: workers.id,
+    database: config.database.dialect,
+    storage: services.storage.name,
+  };
   if (app) {
     try {
       await app.listen({ port: config.port, host: config.host });
@@ -115,24 +123,11 @@ async function serve(role: string): Promise<number> {
       await services.close();
       throw new ConfigError([`PORT/HOST: cannot listen on ${config.host}:${config.port} (${code})`]);
     }
-    services.logger.info(
-      {
-        url: config.publicUrl,
-        role,
-        workers: workers.concurrency,
-        workerId: workers.id,
-        database: config.database.dialect,
-        storage: services.storage.name,
-      },
-      'imgapi is serving',
-    );
+    services.logger.info({ url: config.publicUrl, ...started }, 'imgapi is serving');
     // A fresh installation: the operator creates the first administrator with a one-time token.
     await announceSetupToken({ database: services.database, clock: services.clock, logger: services.logger, publicUrl: config.publicUrl });
   } else {
-    services.logger.info(
-      { role, workers: workers.concurrency, workerId: workers.id, database: config.database.dialect, storage: services.storage.name },
-      'imgapi worker started',
-    );
+    services.logger.info(started, 'imgapi worker started');
   }
   workers.start();
   services.maintenance.start();

@@ -44,8 +44,8 @@ const DATA_OWNERS: Readonly<Record<string, Owner>> = {
     reads: { files: "a task's input files, and a batch's outputs for its ZIP" },
   },
   'src/queue/': {
-    owns: ['tasks'],
-    reads: { accounts: 'claims serve the account served longest ago; the operator sees who failed' },
+    owns: ['tasks', 'account_lanes'],
+    reads: { accounts: 'the operator sees who failed' },
   },
   'src/db/': { owns: ['idempotency_keys'] },
   'src/maintenance.ts': { owns: ['periodic_runs'] },

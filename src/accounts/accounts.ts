@@ -92,11 +92,6 @@ export async function setDisabled(database: Database, clock: Clock, accountId: s
   keysChanged(database);
 }
 
-/** Stamps the account served now: within a priority, the queue claims first for the account served longest ago. */
-export async function markServed(database: Database, accountId: string, now: number): Promise<void> {
-  await database.db.updateTable('accounts').set({ last_served_at: now }).where('id', '=', accountId).execute();
-}
-
 /** Sets the dashboard password (the caller ends the account's sessions). */
 export async function setPassword(database: Database, accountId: string, password: string): Promise<void> {
   await database.db

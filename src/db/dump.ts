@@ -17,6 +17,7 @@ import type { DB } from './schema.js';
  */
 export const TABLES = {
   accounts: ['id'],
+  account_lanes: ['account_id', 'lane'],
   api_keys: ['id'],
   sessions: ['id'],
   auth_throttle: ['subject'],

@@ -386,6 +386,49 @@ export const migrations: Record<string, Migration> = {
       await db.schema.createIndex('render_cache_last_used').on('render_cache').column('last_used_at').execute();
     },
   },
+  '0011_task_lanes': {
+    async up(db: Kysely<any>) {
+      // The slots a task takes: AI work (an esrgan upscale, alone or as a pipeline step) has its own.
+      await db.schema
+        .alterTable('tasks')
+        .addColumn('lane', 'text', (c) => c.notNull().defaultTo('image'))
+        .execute();
+      // Decided here as the operations decide it today (this migration must not change with them).
+      const esrganStep = (step: Record<string, unknown>) => step.kind === 'upscale' && step.model === 'esrgan';
+      const candidates = await db
+        .selectFrom('tasks')
+        .select(['id', 'type', 'options'])
+        .where('type', 'in', ['upscale', 'pipeline'])
+        .where('options', 'like', '%esrgan%')
+        .execute();
+      for (const task of candidates as { id: string; type: string; options: string }[]) {
+        const options = JSON.parse(task.options) as Record<string, unknown> & { steps?: Record<string, unknown>[] };
+        const ai = task.type === 'upscale' ? options.model === 'esrgan' : (options.steps ?? []).some(esrganStep);
+        if (ai) await db.updateTable('tasks').set({ lane: 'ai' }).where('id', '=', task.id).execute();
+      }
+      // The claim filters on status and lane, then orders by priority and run_at.
+      await db.schema.dropIndex('tasks_claim').execute();
+      await db.schema.createIndex('tasks_claim').on('tasks').columns(['status', 'lane', 'priority', 'run_at']).execute();
+      // Fair turns per lane: an account busy in one lane does not lose its turn in the other.
+      await db.schema
+        .createTable('account_lanes')
+        .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+        .addColumn('lane', 'text', (c) => c.notNull())
+        .addColumn('last_served_at', ms, (c) => c.notNull())
+        .addPrimaryKeyConstraint('account_lanes_pk', ['account_id', 'lane'])
+        .execute();
+      await db
+        .insertInto('account_lanes')
+        .columns(['account_id', 'lane', 'last_served_at'])
+        .expression(
+          db
+            .selectFrom('accounts')
+            .select(['id', sql.lit('image').as('lane'), 'last_served_at'])
+            .where('last_served_at', '>', 0),
+        )
+        .execute();
+    },
+  },
 };
 
 export interface SchemaState {

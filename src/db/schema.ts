@@ -10,6 +10,7 @@ export interface AccountsTable {
   plan: string;
   is_admin: number;
   storage_used: Generated<number>;
+  /** No longer read or written: superseded by account_lanes (a time per lane). */
   last_served_at: Generated<number>;
   created_at: number;
   /** When the operator disabled the account (its keys, sessions and logins refused); null when enabled. */
@@ -54,6 +55,13 @@ export type TaskStatus = (typeof TASK_STATUSES)[number];
 export const ACTIVE_STATUSES = ['queued', 'processing'] as const satisfies readonly TaskStatus[];
 export const isFinished = (status: TaskStatus): boolean => !(ACTIVE_STATUSES as readonly TaskStatus[]).includes(status);
 
+/**
+ * Which workers' slots a task takes (an operation decides it from its options, when the task is
+ * queued): `image`, WORKER_CONCURRENCY's; `ai`, a network on the one inference thread, AI_CONCURRENCY's.
+ */
+export const TASK_LANES = ['image', 'ai'] as const;
+export type TaskLane = (typeof TASK_LANES)[number];
+
 export interface TasksTable {
   id: string;
   account_id: string;
@@ -62,6 +70,7 @@ export interface TasksTable {
   type: string;
   status: TaskStatus;
   priority: number;
+  lane: TaskLane;
   input: string;
   options: string;
   output_file_id: string | null;
@@ -218,7 +227,15 @@ export interface WebhookDeliveriesTable {
   finished_at: number | null;
 }
 
+/** When each account last had a task claimed in each lane: the claim serves the longest-waiting first. */
+export interface AccountLanesTable {
+  account_id: string;
+  lane: TaskLane;
+  last_served_at: number;
+}
+
 export interface DB {
+  account_lanes: AccountLanesTable;
   uploads: UploadsTable;
   sessions: SessionsTable;
   auth_throttle: AuthThrottleTable;

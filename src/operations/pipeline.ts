@@ -117,6 +117,8 @@ export function pipelineOf(transforms: readonly AnyOperation[]): Operation {
     },
     extraInputs: (options) => [...new Set(pipelineOptions(options).steps.flatMap((step) => opOf(step).extraInputs?.(optionsOf(step)) ?? []))],
     plannedSizes: (options, source) => sizes(pipelineOptions(options), source),
+    // A step of the AI lane (an esrgan upscale) puts the whole task there.
+    lane: (options) => (pipelineOptions(options).steps.some((step) => opOf(step).lane?.(optionsOf(step)) === 'ai') ? 'ai' : 'image'),
     // A step with a time limit of its own (an AI upscale) gives the whole task the longest of them.
     timeLimitMs(config, options) {
       const limits = pipelineOptions(options).steps.flatMap((step) => opOf(step).timeLimitMs?.(config, optionsOf(step)) ?? []);

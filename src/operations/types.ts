@@ -3,6 +3,7 @@
 import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import type { PlanLimits } from '../accounts/plans.js';
 import type { Config } from '../config.js';
+import type { TaskLane } from '../db/schema.js';
 import type { DocumentTools } from '../documents/tools.js';
 import type { FileRecord } from '../files/files.js';
 import type { InputKind } from '../files/kinds.js';
@@ -150,6 +151,12 @@ export interface Operation<S extends OptionsSchema = OptionsSchema> {
   step?: ImageStep<OptionsOf<S>>;
   /** Time the kind may take beyond TASK_TIMEOUT_SECONDS (a LibreOffice conversion's own limit). */
   extraTimeMs?(config: Config): number;
+  /**
+   * The workers' slots the task takes, decided when it is queued and stored with it: `ai` for a
+   * network's work (an esrgan upscale), which runs in AI_CONCURRENCY's slots, apart from image
+   * tasks; `image` (the default) for the rest.
+   */
+  lane?(options: OptionsOf<S>): TaskLane;
   /** The task's whole time limit when these options set one of their own (an AI upscale's AI_TASK_TIMEOUT_SECONDS). */
   timeLimitMs?(config: Config, options: OptionsOf<S>): number | undefined;
   run(ctx: OperationContext<OptionsOf<S>>): Promise<OperationResult>;

@@ -46,6 +46,7 @@ export const upscale: Operation<typeof optionsSchema> = {
     ...checkAiUpscale(options, inputs, limits),
   ],
   timeLimitMs: aiTimeLimitMs,
+  lane: (options) => (isAiUpscale(options) ? 'ai' : 'image'),
   outputSize: upscaledSize,
   step: {
     transform: (options, env) => {

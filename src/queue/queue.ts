@@ -3,8 +3,7 @@
 import { sql, type Selectable } from 'kysely';
 import type { Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
-import { ACTIVE_STATUSES, type TasksTable } from '../db/schema.js';
-import { markServed } from '../accounts/accounts.js';
+import { ACTIVE_STATUSES, type TaskLane, type TasksTable } from '../db/schema.js';
 import { lockAccount, refundTask } from '../accounts/quota.js';
 import type { QueueEvents } from './events.js';
 import { recordTasksEnded } from '../tasks/ended.js';
@@ -65,23 +64,25 @@ export class TaskQueue {
   ) {}
 
   /**
-   * Takes up to `limit` runnable tasks in one statement and marks them processing under a lease
-   * held by `workerId`. Order: highest priority (plan) first; within a priority the account
-   * served longest ago, so one account's large batch does not hold back another's single task;
-   * then the oldest task.
+   * Takes up to `limit` runnable tasks of `lane` in one statement and marks them processing under
+   * a lease held by `workerId`. Order: highest priority (plan) first; within a priority the
+   * account served longest ago in this lane, so one account's large batch does not hold back
+   * another's single task (and an account busy in one lane keeps its turn in the other); then
+   * the oldest task.
    */
-  async claim(workerId: string, limit: number, leaseMs: number): Promise<TaskRow[]> {
+  async claim(workerId: string, limit: number, leaseMs: number, lane: TaskLane = 'image'): Promise<TaskRow[]> {
     if (limit <= 0) return [];
     const now = this.clock.now();
     const { db, skipLocked } = this.database;
     const runnable = db
       .selectFrom('tasks')
-      .innerJoin('accounts', 'accounts.id', 'tasks.account_id')
+      .leftJoin('account_lanes as served', (join) => join.onRef('served.account_id', '=', 'tasks.account_id').on('served.lane', '=', lane))
       .select('tasks.id')
       .where('tasks.status', '=', 'queued')
+      .where('tasks.lane', '=', lane)
       .where('tasks.run_at', '<=', now)
       .orderBy('tasks.priority', 'desc')
-      .orderBy('accounts.last_served_at', 'asc')
+      .orderBy((eb) => eb.fn.coalesce('served.last_served_at', eb.lit(0)), 'asc')
       .orderBy('tasks.run_at', 'asc')
       .orderBy('tasks.created_at', 'asc')
       .limit(limit)
@@ -111,10 +112,19 @@ export class TaskQueue {
           .execute()
       : await db.updateTable('tasks').set(lease).where('id', 'in', runnable).where('status', '=', 'queued').returningAll().execute();
     const accounts = [...new Set(claimed.map((t) => t.account_id))];
-    // One account row at a time, each its own statement: a claim never holds one account's row
-    // while it waits for another's (the lock order in src/accounts/quota.ts).
-    for (const accountId of accounts) await markServed(this.database, accountId, now);
+    // One account at a time, each its own statement: a claim never holds one account's row while
+    // it waits for another's.
+    for (const accountId of accounts) await this.markServed(accountId, lane, now);
     return claimed;
+  }
+
+  /** Stamps the account served now in `lane`: the next claims there go first to the others. */
+  private async markServed(accountId: string, lane: TaskLane, now: number): Promise<void> {
+    await this.database.db
+      .insertInto('account_lanes')
+      .values({ account_id: accountId, lane, last_served_at: now })
+      .onConflict((oc) => oc.columns(['account_id', 'lane']).doUpdateSet({ last_served_at: now }))
+      .execute();
   }
 
   /** Renews the lease; false when it was lost (reaped, canceled or finished elsewhere). */

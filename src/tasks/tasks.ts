@@ -109,6 +109,7 @@ function taskRow(
     type: op.kind,
     status: failure ? 'failed' : 'queued',
     priority: submitter.limits.priority,
+    lane: op.lane?.(options) ?? 'image',
     input: JSON.stringify(input),
     options: JSON.stringify(options),
     output_file_id: null,

@@ -1,12 +1,14 @@
-// The workers of one process, put together: a Pool that claims tasks from the queue for its
-// free slots (pool.ts), a TaskRunner that runs each claimed task to its outcome (runner.ts),
-// the OutputStore its outputs go through (outputs.ts), and the lease reaper that puts back the
-// tasks of workers that died.
+// The workers of one process, put together: a Pool per lane that claims that lane's tasks from
+// the queue for its free slots (pool.ts) — image tasks in WORKER_CONCURRENCY's, AI tasks in
+// AI_CONCURRENCY's, so neither waits for the other's slots —, a TaskRunner that runs each
+// claimed task to its outcome (runner.ts), the OutputStore its outputs go through (outputs.ts),
+// and the lease reaper that puts back the tasks of workers that died.
 import os from 'node:os';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
+import type { TaskLane } from '../db/schema.js';
 import type { Sandbox } from '../documents/sandbox.js';
 import { createDocumentTools, type DocumentTools } from '../documents/tools.js';
 import { newId } from '../ids.js';
@@ -36,18 +38,22 @@ export class WorkerPool {
   readonly id = newId('req').replace('req_', `wrk_${os.hostname().slice(0, 20)}_`);
   /** LibreOffice (its pool caps conversions across this pool's tasks) and poppler. */
   readonly documents: DocumentTools;
-  private readonly pool: Pool<TaskRow>;
+  /** One pool per lane, each with its own slots. */
+  private readonly pools: Pool<TaskRow>[];
   /** Webhook deliveries, in slots of their own (WEBHOOK_CONCURRENCY). */
   readonly webhooks: WebhookDeliverer;
   private started = false;
   private reaper: NodeJS.Timeout | undefined;
-  private readonly onQueued = () => this.pool.wake();
+  private readonly onQueued = () => this.pools.forEach((pool) => pool.wake());
   /** A task ended (here, or elsewhere on PostgreSQL): its webhook events are due now. */
   private readonly onFinished = () => this.webhooks.wake();
 
   constructor(
     private readonly deps: WorkerDeps,
+    /** Image tasks run at once (0: no task at all, of either lane). */
     readonly concurrency: number,
+    /** AI tasks run at once, in slots of their own. */
+    readonly aiConcurrency = concurrency > 0 ? deps.config.aiConcurrency : 0,
   ) {
     const { config, queue, logger } = deps;
     this.documents = createDocumentTools(config, deps.sandbox, (event) =>
@@ -57,18 +63,21 @@ export class WorkerPool {
       ),
     );
     const runner = new TaskRunner({ ...deps, documents: this.documents, outputs: new OutputStore(deps) }, this.id);
-    this.pool = new Pool<TaskRow>({
-      concurrency,
-      pollIntervalMs: config.pollIntervalMs,
-      fetch: (free) => queue.claim(this.id, free, config.leaseMs),
-      onFetch: (task, signal) => runner.run(task, signal),
-      onError: (err, task) => (task ? logger.error({ err, taskId: task.id }, 'task bookkeeping failed') : logger.error({ err }, 'claim failed')),
-    });
+    const lanePool = (lane: TaskLane, slots: number) =>
+      new Pool<TaskRow>({
+        concurrency: slots,
+        pollIntervalMs: config.pollIntervalMs,
+        fetch: (free) => queue.claim(this.id, free, config.leaseMs, lane),
+        onFetch: (task, signal) => runner.run(task, signal),
+        onError: (err, task) =>
+          task ? logger.error({ err, taskId: task.id }, 'task bookkeeping failed') : logger.error({ err, lane }, 'claim failed'),
+      });
+    this.pools = [lanePool('image', concurrency), lanePool('ai', this.aiConcurrency)];
     this.webhooks = new WebhookDeliverer(deps, this.id, config.webhookConcurrency);
   }
 
   start(): void {
-    if (this.started || this.concurrency <= 0) return;
+    if (this.started || this.concurrency + this.aiConcurrency <= 0) return;
     this.started = true;
     const { config, queue, logger } = this.deps;
     queue.events.on('queued', this.onQueued);
@@ -79,7 +88,7 @@ export class WorkerPool {
       },
       Math.max(500, Math.floor(config.leaseMs / 2)),
     );
-    this.pool.start();
+    for (const pool of this.pools) pool.start();
     this.webhooks.start();
   }
 
@@ -93,13 +102,13 @@ export class WorkerPool {
     clearInterval(this.reaper);
     this.deps.queue.events.off('queued', this.onQueued);
     this.deps.queue.events.off('finished', this.onFinished);
-    await Promise.all([this.pool.stop(deadlineMs), this.webhooks.stop(deadlineMs)]);
+    await Promise.all([...this.pools.map((pool) => pool.stop(deadlineMs)), this.webhooks.stop(deadlineMs)]);
     // The warm converters go with the worker that owned them, not only with the process.
     await this.documents.libreoffice.close();
   }
 
-  /** Tasks running now. */
+  /** Tasks running now, in every lane. */
   get busy(): number {
-    return this.pool.busy;
+    return this.pools.reduce((n, pool) => n + pool.busy, 0);
   }
 }

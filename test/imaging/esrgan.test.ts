@@ -11,21 +11,11 @@ import { kindsOf } from '../../src/cli/job-options.js';
 import { superResolutionEngine, superResolve } from '../../src/imaging/super-resolution/engine.js';
 import { upscale } from '../../src/operations/upscale.js';
 import type { StepEnv } from '../../src/operations/types.js';
+import { CAMERA_PHOTOS } from './camera-photos.js';
 import { Client, corpusFile, DIALECTS, sleep, startServer, tempDir, type TestServer } from '../helpers.js';
 
 /** Ten camera photos of the corpus (MANIFEST.json), each cropped to CROP × CROP around its centre. */
-const PHOTOS = [
-  'images/sharp/2569067123_aca715a2ee_o.jpg',
-  'images/sharp/Landscape_1.jpg',
-  'images/sharp/Portrait_1.jpg',
-  'images/sharp/flowers.jpeg',
-  'images/wikimedia/Cerkiew.jpg',
-  'images/wikimedia/Carrie.jpg',
-  'images/sharp/4.webp',
-  'images/image-rs/progressive-3.jpg',
-  'images/sharp/Landscape_9.jpg',
-  'images/sharp/tifftag-photoshop.tiff',
-];
+const PHOTOS = CAMERA_PHOTOS;
 const CROP = 160;
 
 type Raw = { data: Buffer; width: number; height: number; channels: number };
@@ -116,6 +106,39 @@ describe('esrgan super-resolution (engine)', () => {
     }
     t.diagnostic(`largest difference ${worst}, at tile borders ${borderWorst}`);
     assert.ok(worst <= 1 && borderWorst <= 1, `largest difference ${worst} (at tile borders ${borderWorst})`);
+  });
+
+  it('answers exactly the asked size, whatever the tiles: sides not multiples of the tile, one tile, both axes, no black edges', async (t) => {
+    // 129 × 129 at ×4: a one-pixel second row and column of tiles; 192 × 144: two rows of tiles,
+    // the second shorter; 130 × 67: one row, two tiles; and an exact resize after the ×3 model.
+    const photo = await photoCrop('images/sharp/Landscape_1.jpg', 200);
+    const cases = [
+      { width: 192, height: 144, target: { width: 384, height: 288 } },
+      { width: 129, height: 129, target: { width: 516, height: 516 } },
+      { width: 130, height: 67, target: { width: 390, height: 201 } },
+      { width: 130, height: 67, target: { width: 250, height: 129 } },
+    ];
+    for (const { width, height, target } of cases) {
+      const small = await raw(sharp(photo.data, rawInput(photo)).resize(width, height, { fit: 'fill' }));
+      const out = await raw((await superResolve(sharp(small.data, rawInput(small)), target, { tmpDir: scratch })).open());
+      assert.deepEqual([out.width, out.height], [target.width, target.height], `${width} × ${height} to ${target.width} × ${target.height}`);
+      // The last row and column, against the input's own: as bright (not padding), give or take detail.
+      const mean = (image: Raw, pick: (image: Raw) => number[]) => {
+        const values = pick(image);
+        return values.reduce((a, b) => a + b, 0) / values.length;
+      };
+      const lastRow = (image: Raw) => [...image.data.subarray((image.height - 1) * image.width * image.channels)];
+      const lastColumn = (image: Raw) =>
+        Array.from({ length: image.height }, (_, y) => [...image.data.subarray(((y + 1) * image.width - 1) * image.channels).subarray(0, 3)]).flat();
+      for (const [name, pick] of [
+        ['last row', lastRow],
+        ['last column', lastColumn],
+      ] as const) {
+        const [got, want] = [mean(out, pick), mean(small, pick)];
+        t.diagnostic(`${width} × ${height} → ${target.width} × ${target.height}: ${name} mean ${got.toFixed(1)} (input ${want.toFixed(1)})`);
+        assert.ok(Math.abs(got - want) < 25, `${name}: mean ${got} against the input's ${want}`);
+      }
+    }
   });
 
   it('upscales alpha with Lanczos and keeps colour (an ICC-tagged P3 photo comes out as sRGB)', async () => {
@@ -224,6 +247,19 @@ for (const dialect of DIALECTS) {
       // The command line takes its options from the service's document: `--model esrgan` is among them.
       const { body: document } = await client.get('/openapi.json');
       assert.deepEqual(kindsOf(document).get('upscale')?.options.get('model')?.enum, ['lanczos', 'esrgan']);
+    });
+
+    it('a pipeline of two esrgan steps ends at exactly the size asked (70 × 70 → 140 × 140, two rows of tiles → 280 × 280)', async () => {
+      const client = new Client(server.url, await server.newKey('pro'));
+      const fileId = await client.uploadOk(await sharp(png).resize(70, 70, { fit: 'fill' }).png().toBuffer(), 'square.png');
+      const twice = { kind: 'upscale', factor: 2, model: 'esrgan' };
+      const queued = await client.post('/api/process/pipeline', { fileId, steps: [twice, twice] });
+      assert.equal(queued.status, 202, JSON.stringify(queued.body));
+      const done = await client.waitForTask(queued.body.data.taskId, 300_000);
+      assert.equal(done.status, 'completed', JSON.stringify(done));
+      assert.deepEqual([done.result.width, done.result.height], [280, 280]);
+      const out = await sharp(await client.download(done.outputFileId)).metadata();
+      assert.deepEqual([out.width, out.height], [280, 280]);
     });
 
     it('refuses at queue time: Free, an input above maxAiUpscalePixels (single and batch), an animation', async () => {

@@ -112,6 +112,48 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(files.files.map((f) => f.id).sort(), ['file_fixtureIn', 'file_fixtureOut']);
     });
 
+    it('puts the AI tasks a database already holds in the AI lane (esrgan upscales and pipelines with such a step)', async () => {
+      const fresh = await openFresh(dialect);
+      opened.push(fresh);
+      const { database } = fresh;
+      for (const statement of statements) await sql.raw(statement).execute(database.db);
+      const model = await sql<Record<string, unknown>>`select * from tasks order by id`.execute(database.db);
+      const tasks = {
+        task_esrgan: { type: 'upscale', options: { factor: 2, model: 'esrgan' } },
+        task_lanczos: { type: 'upscale', options: { factor: 2, model: 'lanczos' } },
+        task_aiPipeline: {
+          type: 'pipeline',
+          options: {
+            steps: [
+              { kind: 'crop', width: 9 },
+              { kind: 'upscale', factor: 2, model: 'esrgan' },
+            ],
+          },
+        },
+        task_pipeline: { type: 'pipeline', options: { steps: [{ kind: 'watermark', text: 'esrgan' }] } },
+      };
+      for (const [id, task] of Object.entries(tasks)) {
+        const row = { ...model.rows[0]!, id, type: task.type, options: JSON.stringify(task.options), status: 'queued' };
+        await sql`insert into tasks (${sql.join(Object.keys(row).map((k) => sql.ref(k)))}) values (${sql.join(Object.values(row))})`.execute(
+          database.db,
+        );
+      }
+      await migrate(database);
+      const lanes = await sql<{
+        id: string;
+        lane: string;
+      }>`select id, lane from tasks where id in ('task_esrgan', 'task_lanczos', 'task_aiPipeline', 'task_pipeline') order by id`.execute(database.db);
+      assert.deepEqual(
+        lanes.rows.map((r) => [r.id, r.lane]),
+        [
+          ['task_aiPipeline', 'ai'],
+          ['task_esrgan', 'ai'],
+          ['task_lanczos', 'image'],
+          ['task_pipeline', 'image'],
+        ],
+      );
+    });
+
     it('refuses a database that a newer version migrated, saying so', async () => {
       const fresh = await openFresh(dialect);
       opened.push(fresh);

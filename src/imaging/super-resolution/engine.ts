@@ -213,9 +213,13 @@ export async function superResolve(image: Sharp, target: Size, run: SuperResolve
       .tiff({ compression: 'none' })
       .toFile(alpha);
   }
-  const exact = outWidth === target.width && size.height * scale === target.height;
+  const outHeight = size.height * scale;
+  const exact = outWidth === target.width && outHeight === target.height;
   const open = (): Sharp => {
-    let out = bands.length === 1 ? sharp(bands[0]) : sharp(bands, { join: { across: 1 } });
+    // A join makes every cell as tall as the tallest band: the last band, shorter when the height
+    // is not a multiple of the tile, is padded below. Cut back to the network's output first.
+    let out =
+      bands.length === 1 ? sharp(bands[0]) : sharp(bands, { join: { across: 1 } }).extract({ left: 0, top: 0, width: outWidth, height: outHeight });
     if (!exact) out = out.resize({ width: target.width, height: target.height, fit: 'fill', kernel: 'lanczos3' });
     // Joined after the resize (sharp applies joinChannel last), at the target size already.
     return alpha ? out.joinChannel(alpha) : out;

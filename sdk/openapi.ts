@@ -692,7 +692,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a batch */
+        /**
+         * Get a batch
+         * @description With `?wait=N` (1–30 s) the answer comes as soon as every task of the batch has finished (`completedAt` set), or after N seconds: one request instead of one per task.
+         */
         get: operations["getBatch"];
         put?: never;
         post?: never;
@@ -716,6 +719,8 @@ export interface paths {
         /**
          * Download a finished batch's outputs as one ZIP
          * @description A ZIP, streamed, of every completed output in batch order, named `NNN-<input name>.<ext>` (NNN counts from 001), plus `manifest.json`: each task's `taskId`, `input` (`fileId`, `filename`), `status`, the `file` it became in the ZIP, and `error` for a failed task (an output already expired or deleted is listed with `expired: true`). 409 `BATCH_NOT_FINISHED` while a task is queued or processing.
+         *
+         *     Every entry is stored (images are compressed already) and dated by its output, so the ZIP is the same bytes for as long as its outputs are the same: its `Content-Length` is known before it is sent, and its `ETag` names those bytes.
          */
         get: operations["downloadBatch"];
         put?: never;
@@ -921,7 +926,7 @@ export interface components {
          *       }
          *     }
          */
-        Error: {
+        ErrorResponse: {
             /** @enum {boolean} */
             success: false;
             error: {
@@ -951,7 +956,7 @@ export interface components {
          *       "expiresAt": "2026-05-05T09:30:00.000Z"
          *     }
          */
-        File: {
+        FileMetadata: {
             /** @description The file's id. */
             fileId: string;
             /** @description A safe version of the uploaded name (no path); outputs are named after their input. */
@@ -1017,7 +1022,7 @@ export interface components {
          */
         FileList: {
             /** @description Newest first. */
-            files: components["schemas"]["File"][];
+            files: components["schemas"]["FileMetadata"][];
             /** @description Pass as `cursor` for the next page; null on the last page. */
             nextCursor: string | null;
         };
@@ -1295,7 +1300,9 @@ export interface components {
          * @example {
          *       "batchId": "batch_3GhJ5kL7mN9pQ1rS3tV5wX7y",
          *       "type": "resize",
+         *       "status": "partial",
          *       "createdAt": "2026-05-04T09:30:00.000Z",
+         *       "completedAt": "2026-05-04T09:30:02.310Z",
          *       "counts": {
          *         "queued": 0,
          *         "processing": 0,
@@ -1364,10 +1371,20 @@ export interface components {
             /** @enum {string} */
             type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "pipeline";
             /**
+             * @description From its tasks: `queued` while every task is queued; `processing` while any is queued or processing and at least one has been taken by a worker (or finished); once every task has finished: `completed` when all completed, `failed` when all failed, `canceled` when all were canceled, `partial` for any other mix. The last four are final.
+             * @enum {string}
+             */
+            status: "queued" | "processing" | "completed" | "partial" | "failed" | "canceled";
+            /**
              * Format: date-time
              * @description When it was queued.
              */
             createdAt: string;
+            /**
+             * Format: date-time
+             * @description When its last task finished; null while any task is queued or processing.
+             */
+            completedAt: string | null;
             /** @description Tasks in each status. */
             counts: {
                 /** @description Tasks queued. */
@@ -2693,7 +2710,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"] & {
+                "application/json": components["schemas"]["ErrorResponse"] & {
                     success?: unknown;
                     error?: {
                         /** @enum {string} */
@@ -2767,7 +2784,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -2839,7 +2856,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -2922,7 +2939,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -2960,6 +2977,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2983,7 +3001,7 @@ export interface operations {
                     "application/json": {
                         /** @enum {boolean} */
                         success: true;
-                        data: components["schemas"]["File"];
+                        data: components["schemas"]["FileMetadata"];
                     };
                 };
             };
@@ -2997,7 +3015,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3020,7 +3038,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3050,7 +3068,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3072,7 +3090,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3094,7 +3112,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3120,7 +3138,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3142,7 +3160,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3165,7 +3183,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3187,7 +3205,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3209,7 +3227,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3334,7 +3352,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3357,7 +3375,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3383,7 +3401,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3405,7 +3423,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3427,7 +3445,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3450,7 +3468,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3473,7 +3491,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3495,7 +3513,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3517,7 +3535,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3745,7 +3763,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3768,7 +3786,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3794,7 +3812,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3816,7 +3834,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3838,7 +3856,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3860,7 +3878,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3883,7 +3901,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3905,7 +3923,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3928,7 +3946,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3950,7 +3968,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4043,7 +4061,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4066,7 +4084,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4092,7 +4110,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4115,7 +4133,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4137,7 +4155,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4159,7 +4177,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4216,7 +4234,7 @@ export interface operations {
                     "application/json": {
                         /** @enum {boolean} */
                         success: true;
-                        data: components["schemas"]["File"];
+                        data: components["schemas"]["FileMetadata"];
                     };
                 };
             };
@@ -4230,7 +4248,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4253,7 +4271,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4279,7 +4297,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4301,7 +4319,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4323,7 +4341,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4346,7 +4364,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4368,7 +4386,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4390,7 +4408,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4438,7 +4456,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4461,7 +4479,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4489,7 +4507,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4511,7 +4529,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4533,7 +4551,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4555,7 +4573,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4578,7 +4596,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4600,7 +4618,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4622,7 +4640,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4694,7 +4712,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4717,7 +4735,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4747,7 +4765,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4769,7 +4787,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4791,7 +4809,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4817,7 +4835,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4839,7 +4857,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4862,7 +4880,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4884,7 +4902,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4906,7 +4924,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4944,6 +4962,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4967,7 +4986,7 @@ export interface operations {
                     "application/json": {
                         /** @enum {boolean} */
                         success: true;
-                        data: components["schemas"]["File"];
+                        data: components["schemas"]["FileMetadata"];
                     };
                 };
             };
@@ -4985,7 +5004,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5008,7 +5027,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5038,7 +5057,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5060,7 +5079,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5082,7 +5101,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5108,7 +5127,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5130,7 +5149,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5156,7 +5175,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5178,7 +5197,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5201,7 +5220,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5223,7 +5242,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5245,7 +5264,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5315,7 +5334,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5338,7 +5357,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5368,7 +5387,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5390,7 +5409,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5412,7 +5431,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5438,7 +5457,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5460,7 +5479,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5482,7 +5501,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5504,7 +5523,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5533,7 +5552,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5555,7 +5574,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5577,7 +5596,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5656,7 +5675,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5679,7 +5698,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5709,7 +5728,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5731,7 +5750,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5753,7 +5772,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5779,7 +5798,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5801,7 +5820,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5823,7 +5842,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5845,7 +5864,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5876,7 +5895,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5898,7 +5917,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5920,7 +5939,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5990,7 +6009,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6013,7 +6032,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6043,7 +6062,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6065,7 +6084,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6087,7 +6106,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6113,7 +6132,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6135,7 +6154,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6157,7 +6176,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6179,7 +6198,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6208,7 +6227,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6230,7 +6249,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6252,7 +6271,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6331,7 +6350,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6354,7 +6373,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6384,7 +6403,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6406,7 +6425,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6428,7 +6447,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6454,7 +6473,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6476,7 +6495,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6498,7 +6517,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6520,7 +6539,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6551,7 +6570,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6573,7 +6592,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6595,7 +6614,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6665,7 +6684,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6688,7 +6707,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6718,7 +6737,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6740,7 +6759,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6762,7 +6781,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6788,7 +6807,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6810,7 +6829,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6832,7 +6851,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6854,7 +6873,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6883,7 +6902,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6905,7 +6924,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6927,7 +6946,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7006,7 +7025,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7029,7 +7048,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7059,7 +7078,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7081,7 +7100,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7103,7 +7122,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7129,7 +7148,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7151,7 +7170,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7173,7 +7192,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7195,7 +7214,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7226,7 +7245,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7248,7 +7267,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7270,7 +7289,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7340,7 +7359,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7363,7 +7382,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7393,7 +7412,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7415,7 +7434,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7437,7 +7456,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7463,7 +7482,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7485,7 +7504,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7507,7 +7526,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7529,7 +7548,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7558,7 +7577,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7580,7 +7599,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7602,7 +7621,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7681,7 +7700,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7704,7 +7723,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7734,7 +7753,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7756,7 +7775,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7778,7 +7797,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7804,7 +7823,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7826,7 +7845,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7848,7 +7867,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7870,7 +7889,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7901,7 +7920,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7923,7 +7942,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7945,7 +7964,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8015,7 +8034,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8038,7 +8057,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8068,7 +8087,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8090,7 +8109,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8112,7 +8131,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8138,7 +8157,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8160,7 +8179,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8182,7 +8201,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8204,7 +8223,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8233,7 +8252,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8255,7 +8274,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8277,7 +8296,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8356,7 +8375,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8379,7 +8398,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8409,7 +8428,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8431,7 +8450,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8453,7 +8472,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8479,7 +8498,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8501,7 +8520,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8523,7 +8542,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8545,7 +8564,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8576,7 +8595,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8598,7 +8617,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8620,7 +8639,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8690,7 +8709,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8713,7 +8732,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8743,7 +8762,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8765,7 +8784,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8787,7 +8806,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8813,7 +8832,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8835,7 +8854,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8857,7 +8876,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8879,7 +8898,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8908,7 +8927,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8930,7 +8949,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8952,7 +8971,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9031,7 +9050,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9054,7 +9073,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9084,7 +9103,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9106,7 +9125,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9128,7 +9147,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9154,7 +9173,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9176,7 +9195,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9198,7 +9217,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9220,7 +9239,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9251,7 +9270,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9273,7 +9292,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9295,7 +9314,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9365,7 +9384,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9388,7 +9407,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9418,7 +9437,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9440,7 +9459,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9462,7 +9481,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9488,7 +9507,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9510,7 +9529,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9532,7 +9551,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9554,7 +9573,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9583,7 +9602,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9605,7 +9624,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9627,7 +9646,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9706,7 +9725,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9729,7 +9748,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9759,7 +9778,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9781,7 +9800,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9803,7 +9822,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9829,7 +9848,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9851,7 +9870,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9873,7 +9892,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9895,7 +9914,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9926,7 +9945,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9948,7 +9967,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9970,7 +9989,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10040,7 +10059,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10063,7 +10082,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10093,7 +10112,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10115,7 +10134,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10137,7 +10156,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10163,7 +10182,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10185,7 +10204,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10207,7 +10226,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10229,7 +10248,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10258,7 +10277,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10280,7 +10299,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10302,7 +10321,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10381,7 +10400,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10404,7 +10423,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10434,7 +10453,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10456,7 +10475,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10478,7 +10497,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10504,7 +10523,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10526,7 +10545,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10548,7 +10567,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10570,7 +10589,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10601,7 +10620,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10623,7 +10642,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10645,7 +10664,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10715,7 +10734,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10738,7 +10757,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10768,7 +10787,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10790,7 +10809,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10812,7 +10831,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10838,7 +10857,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10860,7 +10879,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10882,7 +10901,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10904,7 +10923,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10933,7 +10952,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10955,7 +10974,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10977,7 +10996,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11047,7 +11066,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11070,7 +11089,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11100,7 +11119,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11122,7 +11141,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11144,7 +11163,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11170,7 +11189,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11192,7 +11211,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11214,7 +11233,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11236,7 +11255,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11265,7 +11284,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11287,7 +11306,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11309,7 +11328,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11379,7 +11398,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11402,7 +11421,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11432,7 +11451,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11454,7 +11473,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11476,7 +11495,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11502,7 +11521,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11524,7 +11543,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11546,7 +11565,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11568,7 +11587,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11597,7 +11616,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11619,7 +11638,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11641,7 +11660,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11720,7 +11739,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11743,7 +11762,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11773,7 +11792,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11795,7 +11814,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11817,7 +11836,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11843,7 +11862,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11865,7 +11884,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11887,7 +11906,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11909,7 +11928,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11940,7 +11959,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11962,7 +11981,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11984,7 +12003,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12073,7 +12092,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12096,7 +12115,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12122,7 +12141,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12144,7 +12163,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12167,7 +12186,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12189,7 +12208,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12211,7 +12230,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12288,7 +12307,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12311,7 +12330,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12339,7 +12358,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12361,7 +12380,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12383,7 +12402,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12406,7 +12425,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12428,7 +12447,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12450,7 +12469,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12545,7 +12564,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12568,7 +12587,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12594,7 +12613,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12617,7 +12636,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12639,7 +12658,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12661,7 +12680,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12678,7 +12697,10 @@ export interface operations {
     };
     getBatch: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Seconds to wait for every task of the batch to finish. */
+                wait?: number;
+            };
             header?: never;
             path: {
                 /** @description An id starting batch_ */
@@ -12704,7 +12726,9 @@ export interface operations {
                      *       "data": {
                      *         "batchId": "batch_3GhJ5kL7mN9pQ1rS3tV5wX7y",
                      *         "type": "resize",
+                     *         "status": "partial",
                      *         "createdAt": "2026-05-04T09:30:00.000Z",
+                     *         "completedAt": "2026-05-04T09:30:02.310Z",
                      *         "counts": {
                      *           "queued": 0,
                      *           "processing": 0,
@@ -12785,7 +12809,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12808,7 +12832,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12834,7 +12858,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12856,7 +12880,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12879,7 +12903,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12901,7 +12925,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12923,7 +12947,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12966,7 +12990,9 @@ export interface operations {
                      *       "data": {
                      *         "batchId": "batch_3GhJ5kL7mN9pQ1rS3tV5wX7y",
                      *         "type": "resize",
+                     *         "status": "partial",
                      *         "createdAt": "2026-05-04T09:30:00.000Z",
+                     *         "completedAt": "2026-05-04T09:30:02.310Z",
                      *         "counts": {
                      *           "queued": 0,
                      *           "processing": 0,
@@ -13047,7 +13073,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13070,7 +13096,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13098,7 +13124,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13120,7 +13146,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13143,7 +13169,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13165,7 +13191,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13187,7 +13213,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13222,6 +13248,8 @@ export interface operations {
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     "Content-Disposition": components["headers"]["Content-Disposition"];
+                    ETag: components["headers"]["ETag"];
+                    "Content-Length": components["headers"]["Content-Length"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13238,7 +13266,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13261,7 +13289,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13287,7 +13315,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13309,7 +13337,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13331,7 +13359,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13354,7 +13382,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13376,7 +13404,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13398,7 +13426,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13480,6 +13508,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
             /**
              * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
              *
@@ -13491,7 +13541,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13517,7 +13567,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13540,7 +13590,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13562,7 +13612,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13584,7 +13634,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13655,7 +13705,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13678,7 +13728,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13704,7 +13754,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13727,7 +13777,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13749,7 +13799,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13771,7 +13821,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13834,6 +13884,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
             /**
              * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
              *
@@ -13845,7 +13917,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13871,7 +13943,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13894,7 +13966,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13916,7 +13988,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13938,7 +14010,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14018,7 +14090,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14041,7 +14113,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14071,7 +14143,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14093,7 +14165,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14115,7 +14187,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14137,7 +14209,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14159,7 +14231,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14182,7 +14254,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14204,7 +14276,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14226,7 +14298,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14297,7 +14369,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14320,7 +14392,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14346,7 +14418,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14368,7 +14440,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14391,7 +14463,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14413,7 +14485,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14435,7 +14507,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14483,7 +14555,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14506,7 +14578,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14534,7 +14606,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14556,7 +14628,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14579,7 +14651,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14601,7 +14673,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14623,7 +14695,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14720,7 +14792,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14743,7 +14815,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14769,7 +14841,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14791,7 +14863,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14814,7 +14886,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14836,7 +14908,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14858,7 +14930,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14948,7 +15020,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14971,7 +15043,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14999,7 +15071,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15021,7 +15093,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15043,7 +15115,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15066,7 +15138,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15088,7 +15160,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15110,7 +15182,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15202,7 +15274,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15225,7 +15297,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15253,7 +15325,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15275,7 +15347,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15297,7 +15369,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15320,7 +15392,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15342,7 +15414,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15364,7 +15436,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15436,7 +15508,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15459,7 +15531,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15478,7 +15550,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15497,7 +15569,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15516,7 +15588,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15535,7 +15607,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15554,7 +15626,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */

@@ -180,7 +180,7 @@ function exampleError(code: ApiErrorCode) {
 }
 
 /**
- * Narrows Error's `code` to `codes`. The other properties are named again (constraining
+ * Narrows ErrorResponse's `code` to `codes`. The other properties are named again (constraining
  * nothing) so that each branch of the allOf accounts for every property it sees.
  */
 const codeEnum = (codes: readonly string[]) => ({
@@ -201,7 +201,7 @@ const MALFORMED_REQUEST = {
   content: {
     'application/json': {
       schema: {
-        allOf: [ref('Error'), codeEnum(['VALIDATION_ERROR', 'REQUEST_TIMEOUT'])],
+        allOf: [ref('ErrorResponse'), codeEnum(['VALIDATION_ERROR', 'REQUEST_TIMEOUT'])],
       },
       examples: { VALIDATION_ERROR: { $ref: `${EXAMPLE_REF}VALIDATION_ERROR` }, REQUEST_TIMEOUT: { $ref: `${EXAMPLE_REF}REQUEST_TIMEOUT` } },
     },
@@ -231,7 +231,7 @@ function errorResponses(codes: readonly ApiErrorCode[], authenticated: boolean) 
             content: {
               'application/json': {
                 schema: {
-                  allOf: [ref('Error'), codeEnum(list)],
+                  allOf: [ref('ErrorResponse'), codeEnum(list)],
                 },
                 examples: Object.fromEntries(list.map((code) => [code, { $ref: `${EXAMPLE_REF}${code}` }])),
               },
@@ -256,9 +256,12 @@ function successResponses(successes: Record<number, Success>, authenticated: boo
   );
 }
 
-/** An /api operation's responses: authenticated by API key (or the dashboard's session) and rate-limited. */
+/**
+ * An /api operation's responses: authenticated by API key (or the dashboard's session) and
+ * rate-limited; each can answer VALIDATION_ERROR, if only for a query parameter it does not take.
+ */
 export function apiResponses(successes: Record<number, Success>, codes: readonly ApiErrorCode[]) {
-  return { ...successResponses(successes, true), ...errorResponses(codes, true) };
+  return { ...successResponses(successes, true), ...errorResponses([...codes, ...VALIDATED], true) };
 }
 
 /** An operation outside /api: no key, no rate limit. */
@@ -266,7 +269,8 @@ export function publicResponses(successes: Record<number, Success>, codes: reado
   return { ...successResponses(successes, false), ...errorResponses([...codes, 'INTERNAL_ERROR'], false) };
 }
 
-export const API_SECURITY = [{ apiKey: [] }];
+/** Either header: `x-api-key`, or `Authorization: Bearer` (both present must name the same key). */
+export const API_SECURITY: { [scheme: string]: string[] }[] = [{ apiKey: [] }, { bearer: [] }];
 /** Outside /api: no key (the upload receiver is authorised by its URL's signature). */
 export const NO_SECURITY = [];
 
@@ -397,7 +401,16 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       // Relative: the document and /docs work on whatever address the service was reached at.
       servers: [{ url: '/', description: 'This service, wherever it is reached' }],
       components: {
-        securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'An API key from the dashboard (Keys).' } },
+        securitySchemes: {
+          apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'An API key from the dashboard (Keys).' },
+          bearer: {
+            type: 'http',
+            scheme: 'bearer',
+            description:
+              'The same key as `Authorization: Bearer <key>`. Sent with x-api-key, both must name the same key (else 401 API_KEY_INVALID); ' +
+              "either wins over the dashboard's session cookie.",
+          },
+        },
         schemas: COMPONENT_SCHEMAS,
         headers: HEADERS,
         // Our objects are plain JSON; openapi-types' unions would need a cast per literal.

@@ -7,6 +7,7 @@ import { ImgapiBase, type DownloadResult, type OpenedSource, type UploadOptions 
 export { ImgapiError, type ClientErrorCode, type ErrorCode } from './errors.js';
 export type { RetryEvent, RetryOptions } from './transport.js';
 export type {
+  BatchWaitOptions,
   DownloadOptions,
   DownloadResult,
   FileRef,

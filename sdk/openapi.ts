@@ -5446,7 +5446,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -5787,7 +5787,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -6121,7 +6121,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -6462,7 +6462,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -6796,7 +6796,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -7137,7 +7137,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -7471,7 +7471,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -7812,7 +7812,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -8146,7 +8146,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -8487,7 +8487,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -8821,7 +8821,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -9162,7 +9162,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -9496,7 +9496,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -9837,7 +9837,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -10171,7 +10171,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -10512,7 +10512,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -10846,7 +10846,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -11178,7 +11178,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -11510,7 +11510,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -11851,7 +11851,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {

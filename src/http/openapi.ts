@@ -49,7 +49,9 @@ const MEANING: Record<ApiErrorCode, string> = {
   METHOD_NOT_ALLOWED: 'The path exists, with other methods (listed in Allow).',
   REQUEST_TIMEOUT: 'The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS.',
   IDEMPOTENCY_KEY_REUSED: 'This Idempotency-Key was used with another request within 24 hours.',
-  INPUT_NOT_SUPPORTED: 'This kind does not take that file (e.g. a presentation given to resize).',
+  INPUT_NOT_SUPPORTED:
+    'This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients ' +
+    'branch on it: the file and the kind do not go together; the request itself is well-formed.',
   TASK_NOT_CANCELABLE: 'The task has already finished.',
   BATCH_NOT_FINISHED: 'A task of the batch is still queued or processing.',
   FILE_IN_USE: 'An unfinished task reads the file: cancel it first.',

@@ -12,6 +12,7 @@ import {
   isFinished,
   type Account,
   type ApiFile,
+  type Batch,
   type BatchKind,
   type BatchOptions,
   type JobOptions,
@@ -45,6 +46,11 @@ export interface ImgapiOptions {
   retry?: RetryOptions;
   /** Called before each retry: which request, after what, and how long it waits. */
   onRetry?: (event: RetryEvent) => void;
+  /**
+   * Keep to the plan's request rate (the server's `RateLimit-Limit`) by waiting before a request
+   * rather than being refused 429 and retrying; for clients that send many requests at once.
+   */
+  paceRequests?: boolean;
   /** A fetch of your own (a proxy agent, a test double). */
   fetch?: (request: Request) => Promise<Response>;
   /** The signing key url() signs delivery URLs with (server-side code only: the secret must not reach browsers). */
@@ -87,6 +93,11 @@ export interface WaitOptions {
   /** Each reading of the task, finished or not. */
   onUpdate?: (task: Task) => void;
   signal?: AbortSignal;
+}
+
+/** As WaitOptions, for a batch: each reading of the batch (its tasks, counts and overall status). */
+export interface BatchWaitOptions extends Omit<WaitOptions, 'onUpdate'> {
+  onUpdate?: (batch: Batch) => void;
 }
 
 export interface DownloadOptions {
@@ -166,7 +177,7 @@ export abstract class ImgapiBase<Source, Destination> {
     this.deliveryBaseUrl = options.deliveryBaseUrl ?? this.baseUrl;
     this.headers = { ...options.headers, ...(options.apiKey ? { 'x-api-key': options.apiKey } : {}) };
     this.directUploadThreshold = options.directUploadThreshold ?? DEFAULT_DIRECT_UPLOAD_THRESHOLD;
-    this.transport = new Transport({ ...options.retry, fetch: options.fetch, onRetry: options.onRetry });
+    this.transport = new Transport({ ...options.retry, fetch: options.fetch, onRetry: options.onRetry, pace: options.paceRequests });
     this.api = createClient<paths>({ baseUrl: this.baseUrl, headers: this.headers, fetch: (request) => this.transport.send(() => request.clone()) });
   }
 
@@ -270,6 +281,11 @@ export abstract class ImgapiBase<Source, Destination> {
     return this.json<QueuedBatch>('POST', `/api/process/batch/${kind}`, { ...batchOptions, fileIds }, options);
   }
 
+  /** The batch: its tasks in order, their counts, its overall `status` and `completedAt`. */
+  getBatch(batchId: string, options: RequestOptions = {}): Promise<Batch> {
+    return this.json<Batch>('GET', `/api/batches/${encodeURIComponent(batchId)}`, undefined, options);
+  }
+
   task(taskId: string, options: RequestOptions = {}): Promise<Task> {
     return this.json<Task>('GET', `/api/tasks/${encodeURIComponent(taskId)}`, undefined, options);
   }
@@ -331,6 +347,25 @@ export abstract class ImgapiBase<Source, Destination> {
       if (isFinished(task)) return task;
       if (Date.now() >= deadline) {
         throw new ImgapiError({ code: 'TIMEOUT', status: 0, message: `Task ${taskId} is still ${task.status} after ${options.timeoutMs} ms`, task });
+      }
+    }
+  }
+
+  /**
+   * The batch once every task has finished (`completedAt` set; `status` completed, failed,
+   * canceled or partial), long-polling the batch (`?wait=`): one request per wait, however many
+   * tasks it has, instead of one per task.
+   */
+  async waitBatch(batchId: string, options: BatchWaitOptions = {}): Promise<Batch> {
+    const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
+    const longest = Math.min(30, Math.max(1, Math.round(options.pollSeconds ?? 30)));
+    for (;;) {
+      const seconds = Math.min(longest, Math.max(1, Math.ceil((deadline - Date.now()) / 1000)));
+      const batch = await this.json<Batch>('GET', `/api/batches/${encodeURIComponent(batchId)}?wait=${seconds}`, undefined, options);
+      options.onUpdate?.(batch);
+      if (batch.completedAt !== null) return batch;
+      if (Date.now() >= deadline) {
+        throw new ImgapiError({ code: 'TIMEOUT', status: 0, message: `Batch ${batchId} is still ${batch.status} after ${options.timeoutMs} ms` });
       }
     }
   }

@@ -21,6 +21,7 @@ export {
 } from './delivery.js';
 export type { RetryEvent, RetryOptions } from './transport.js';
 export type {
+  BatchWaitOptions,
   DownloadOptions,
   DownloadResult,
   FileRef,

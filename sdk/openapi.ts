@@ -692,7 +692,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a batch */
+        /**
+         * Get a batch
+         * @description With `?wait=N` (1–30 s) the answer comes as soon as every task of the batch has finished (`completedAt` set), or after N seconds: one request instead of one per task.
+         */
         get: operations["getBatch"];
         put?: never;
         post?: never;
@@ -716,6 +719,8 @@ export interface paths {
         /**
          * Download a finished batch's outputs as one ZIP
          * @description A ZIP, streamed, of every completed output in batch order, named `NNN-<input name>.<ext>` (NNN counts from 001), plus `manifest.json`: each task's `taskId`, `input` (`fileId`, `filename`), `status`, the `file` it became in the ZIP, and `error` for a failed task (an output already expired or deleted is listed with `expired: true`). 409 `BATCH_NOT_FINISHED` while a task is queued or processing.
+         *
+         *     Every entry is stored (images are compressed already) and dated by its output, so the ZIP is the same bytes for as long as its outputs are the same: its `Content-Length` is known before it is sent, and its `ETag` names those bytes.
          */
         get: operations["downloadBatch"];
         put?: never;
@@ -1095,7 +1100,7 @@ export interface components {
          *       }
          *     }
          */
-        Error: {
+        ErrorResponse: {
             /** @enum {boolean} */
             success: false;
             error: {
@@ -1125,7 +1130,7 @@ export interface components {
          *       "expiresAt": "2026-05-05T09:30:00.000Z"
          *     }
          */
-        File: {
+        FileMetadata: {
             /** @description The file's id. */
             fileId: string;
             /** @description A safe version of the uploaded name (no path); outputs are named after their input. */
@@ -1191,7 +1196,7 @@ export interface components {
          */
         FileList: {
             /** @description Newest first. */
-            files: components["schemas"]["File"][];
+            files: components["schemas"]["FileMetadata"][];
             /** @description Pass as `cursor` for the next page; null on the last page. */
             nextCursor: string | null;
         };
@@ -1469,7 +1474,9 @@ export interface components {
          * @example {
          *       "batchId": "batch_3GhJ5kL7mN9pQ1rS3tV5wX7y",
          *       "type": "resize",
+         *       "status": "partial",
          *       "createdAt": "2026-05-04T09:30:00.000Z",
+         *       "completedAt": "2026-05-04T09:30:02.310Z",
          *       "counts": {
          *         "queued": 0,
          *         "processing": 0,
@@ -1538,10 +1545,20 @@ export interface components {
             /** @enum {string} */
             type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "pipeline";
             /**
+             * @description From its tasks: `queued` while every task is queued; `processing` while any is queued or processing and at least one has been taken by a worker (or finished); once every task has finished: `completed` when all completed, `failed` when all failed, `canceled` when all were canceled, `partial` for any other mix. The last four are final.
+             * @enum {string}
+             */
+            status: "queued" | "processing" | "completed" | "partial" | "failed" | "canceled";
+            /**
              * Format: date-time
              * @description When it was queued.
              */
             createdAt: string;
+            /**
+             * Format: date-time
+             * @description When its last task finished; null while any task is queued or processing.
+             */
+            completedAt: string | null;
             /** @description Tasks in each status. */
             counts: {
                 /** @description Tasks queued. */
@@ -3051,7 +3068,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"] & {
+                "application/json": components["schemas"]["ErrorResponse"] & {
                     success?: unknown;
                     error?: {
                         /** @enum {string} */
@@ -3129,7 +3146,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3201,7 +3218,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3284,7 +3301,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3322,6 +3339,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3345,7 +3363,7 @@ export interface operations {
                     "application/json": {
                         /** @enum {boolean} */
                         success: true;
-                        data: components["schemas"]["File"];
+                        data: components["schemas"]["FileMetadata"];
                     };
                 };
             };
@@ -3359,7 +3377,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3382,7 +3400,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3412,7 +3430,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3434,7 +3452,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3456,7 +3474,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3482,7 +3500,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3504,7 +3522,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3527,7 +3545,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3549,7 +3567,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3571,7 +3589,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3696,7 +3714,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3719,7 +3737,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3745,7 +3763,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3767,7 +3785,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3789,7 +3807,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3812,7 +3830,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3835,7 +3853,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3857,7 +3875,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -3879,7 +3897,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4107,7 +4125,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4130,7 +4148,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4156,7 +4174,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4178,7 +4196,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4200,7 +4218,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4222,7 +4240,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4245,7 +4263,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4267,7 +4285,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4290,7 +4308,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4312,7 +4330,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4405,7 +4423,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4428,7 +4446,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4454,7 +4472,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4477,7 +4495,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4499,7 +4517,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4521,7 +4539,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4578,7 +4596,7 @@ export interface operations {
                     "application/json": {
                         /** @enum {boolean} */
                         success: true;
-                        data: components["schemas"]["File"];
+                        data: components["schemas"]["FileMetadata"];
                     };
                 };
             };
@@ -4592,7 +4610,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4615,7 +4633,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4641,7 +4659,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4663,7 +4681,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4685,7 +4703,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4708,7 +4726,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4730,7 +4748,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4752,7 +4770,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4800,7 +4818,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4823,7 +4841,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4851,7 +4869,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4873,7 +4891,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4895,7 +4913,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4917,7 +4935,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4940,7 +4958,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4962,7 +4980,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -4984,7 +5002,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5056,7 +5074,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5079,7 +5097,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5109,7 +5127,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5131,7 +5149,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5153,7 +5171,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5179,7 +5197,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5201,7 +5219,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5224,7 +5242,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5246,7 +5264,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5268,7 +5286,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5306,6 +5324,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5329,7 +5348,7 @@ export interface operations {
                     "application/json": {
                         /** @enum {boolean} */
                         success: true;
-                        data: components["schemas"]["File"];
+                        data: components["schemas"]["FileMetadata"];
                     };
                 };
             };
@@ -5347,7 +5366,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5370,7 +5389,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5400,7 +5419,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5422,7 +5441,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5444,7 +5463,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5470,7 +5489,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5492,7 +5511,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5518,7 +5537,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5540,7 +5559,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5563,7 +5582,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5585,7 +5604,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5607,7 +5626,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5677,7 +5696,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5700,7 +5719,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5730,7 +5749,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5752,7 +5771,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5774,7 +5793,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5789,7 +5808,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -5800,7 +5819,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5822,7 +5841,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5844,7 +5863,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5866,7 +5885,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5895,7 +5914,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5917,7 +5936,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -5939,7 +5958,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6018,7 +6037,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6041,7 +6060,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6071,7 +6090,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6093,7 +6112,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6115,7 +6134,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6130,7 +6149,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -6141,7 +6160,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6163,7 +6182,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6185,7 +6204,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6207,7 +6226,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6238,7 +6257,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6260,7 +6279,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6282,7 +6301,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6352,7 +6371,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6375,7 +6394,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6405,7 +6424,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6427,7 +6446,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6449,7 +6468,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6464,7 +6483,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -6475,7 +6494,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6497,7 +6516,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6519,7 +6538,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6541,7 +6560,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6570,7 +6589,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6592,7 +6611,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6614,7 +6633,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6693,7 +6712,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6716,7 +6735,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6746,7 +6765,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6768,7 +6787,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6790,7 +6809,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6805,7 +6824,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -6816,7 +6835,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6838,7 +6857,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6860,7 +6879,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6882,7 +6901,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6913,7 +6932,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6935,7 +6954,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -6957,7 +6976,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7027,7 +7046,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7050,7 +7069,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7080,7 +7099,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7102,7 +7121,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7124,7 +7143,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7139,7 +7158,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -7150,7 +7169,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7172,7 +7191,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7194,7 +7213,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7216,7 +7235,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7245,7 +7264,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7267,7 +7286,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7289,7 +7308,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7368,7 +7387,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7391,7 +7410,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7421,7 +7440,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7443,7 +7462,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7465,7 +7484,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7480,7 +7499,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -7491,7 +7510,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7513,7 +7532,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7535,7 +7554,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7557,7 +7576,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7588,7 +7607,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7610,7 +7629,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7632,7 +7651,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7702,7 +7721,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7725,7 +7744,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7755,7 +7774,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7777,7 +7796,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7799,7 +7818,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7814,7 +7833,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -7825,7 +7844,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7847,7 +7866,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7869,7 +7888,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7891,7 +7910,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7920,7 +7939,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7942,7 +7961,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -7964,7 +7983,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8043,7 +8062,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8066,7 +8085,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8096,7 +8115,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8118,7 +8137,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8140,7 +8159,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8155,7 +8174,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -8166,7 +8185,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8188,7 +8207,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8210,7 +8229,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8232,7 +8251,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8263,7 +8282,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8285,7 +8304,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8307,7 +8326,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8377,7 +8396,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8400,7 +8419,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8430,7 +8449,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8452,7 +8471,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8474,7 +8493,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8489,7 +8508,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -8500,7 +8519,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8522,7 +8541,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8544,7 +8563,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8566,7 +8585,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8595,7 +8614,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8617,7 +8636,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8639,7 +8658,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8718,7 +8737,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8741,7 +8760,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8771,7 +8790,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8793,7 +8812,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8815,7 +8834,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8830,7 +8849,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -8841,7 +8860,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8863,7 +8882,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8885,7 +8904,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8907,7 +8926,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8938,7 +8957,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8960,7 +8979,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -8982,7 +9001,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9052,7 +9071,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9075,7 +9094,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9105,7 +9124,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9127,7 +9146,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9149,7 +9168,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9164,7 +9183,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -9175,7 +9194,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9197,7 +9216,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9219,7 +9238,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9241,7 +9260,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9270,7 +9289,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9292,7 +9311,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9314,7 +9333,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9393,7 +9412,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9416,7 +9435,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9446,7 +9465,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9468,7 +9487,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9490,7 +9509,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9505,7 +9524,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -9516,7 +9535,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9538,7 +9557,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9560,7 +9579,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9582,7 +9601,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9613,7 +9632,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9635,7 +9654,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9657,7 +9676,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9727,7 +9746,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9750,7 +9769,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9780,7 +9799,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9802,7 +9821,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9824,7 +9843,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9839,7 +9858,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -9850,7 +9869,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9872,7 +9891,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9894,7 +9913,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9916,7 +9935,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9945,7 +9964,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9967,7 +9986,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -9989,7 +10008,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10068,7 +10087,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10091,7 +10110,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10121,7 +10140,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10143,7 +10162,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10165,7 +10184,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10180,7 +10199,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -10191,7 +10210,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10213,7 +10232,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10235,7 +10254,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10257,7 +10276,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10288,7 +10307,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10310,7 +10329,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10332,7 +10351,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10402,7 +10421,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10425,7 +10444,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10455,7 +10474,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10477,7 +10496,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10499,7 +10518,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10514,7 +10533,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -10525,7 +10544,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10547,7 +10566,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10569,7 +10588,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10591,7 +10610,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10620,7 +10639,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10642,7 +10661,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10664,7 +10683,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10743,7 +10762,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10766,7 +10785,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10796,7 +10815,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10818,7 +10837,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10840,7 +10859,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10855,7 +10874,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -10866,7 +10885,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10888,7 +10907,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10910,7 +10929,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10932,7 +10951,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10963,7 +10982,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -10985,7 +11004,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11007,7 +11026,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11077,7 +11096,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11100,7 +11119,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11130,7 +11149,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11152,7 +11171,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11174,7 +11193,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11189,7 +11208,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -11200,7 +11219,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11222,7 +11241,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11244,7 +11263,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11266,7 +11285,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11295,7 +11314,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11317,7 +11336,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11339,7 +11358,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11409,7 +11428,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11432,7 +11451,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11462,7 +11481,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11484,7 +11503,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11506,7 +11525,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11521,7 +11540,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -11532,7 +11551,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11554,7 +11573,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11576,7 +11595,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11598,7 +11617,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11627,7 +11646,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11649,7 +11668,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11671,7 +11690,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11741,7 +11760,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11764,7 +11783,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11794,7 +11813,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11816,7 +11835,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11838,7 +11857,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11853,7 +11872,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -11864,7 +11883,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11886,7 +11905,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11908,7 +11927,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11930,7 +11949,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11959,7 +11978,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -11981,7 +12000,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12003,7 +12022,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12082,7 +12101,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12105,7 +12124,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12135,7 +12154,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12157,7 +12176,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12179,7 +12198,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12194,7 +12213,7 @@ export interface operations {
             /**
              * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
              *
-             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize).
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
              */
             409: {
                 headers: {
@@ -12205,7 +12224,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12227,7 +12246,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12249,7 +12268,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12271,7 +12290,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12302,7 +12321,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12324,7 +12343,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12346,7 +12365,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12435,7 +12454,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12458,7 +12477,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12484,7 +12503,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12506,7 +12525,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12529,7 +12548,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12551,7 +12570,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12573,7 +12592,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12650,7 +12669,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12673,7 +12692,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12701,7 +12720,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12723,7 +12742,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12745,7 +12764,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12768,7 +12787,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12790,7 +12809,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12812,7 +12831,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12907,7 +12926,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12930,7 +12949,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12956,7 +12975,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -12979,7 +12998,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13001,7 +13020,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13023,7 +13042,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13040,7 +13059,10 @@ export interface operations {
     };
     getBatch: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Seconds to wait for every task of the batch to finish. */
+                wait?: number;
+            };
             header?: never;
             path: {
                 /** @description An id starting batch_ */
@@ -13066,7 +13088,9 @@ export interface operations {
                      *       "data": {
                      *         "batchId": "batch_3GhJ5kL7mN9pQ1rS3tV5wX7y",
                      *         "type": "resize",
+                     *         "status": "partial",
                      *         "createdAt": "2026-05-04T09:30:00.000Z",
+                     *         "completedAt": "2026-05-04T09:30:02.310Z",
                      *         "counts": {
                      *           "queued": 0,
                      *           "processing": 0,
@@ -13147,7 +13171,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13170,7 +13194,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13196,7 +13220,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13218,7 +13242,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13241,7 +13265,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13263,7 +13287,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13285,7 +13309,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13328,7 +13352,9 @@ export interface operations {
                      *       "data": {
                      *         "batchId": "batch_3GhJ5kL7mN9pQ1rS3tV5wX7y",
                      *         "type": "resize",
+                     *         "status": "partial",
                      *         "createdAt": "2026-05-04T09:30:00.000Z",
+                     *         "completedAt": "2026-05-04T09:30:02.310Z",
                      *         "counts": {
                      *           "queued": 0,
                      *           "processing": 0,
@@ -13409,7 +13435,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13432,7 +13458,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13460,7 +13486,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13482,7 +13508,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13505,7 +13531,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13527,7 +13553,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13549,7 +13575,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13584,6 +13610,8 @@ export interface operations {
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     "Content-Disposition": components["headers"]["Content-Disposition"];
+                    ETag: components["headers"]["ETag"];
+                    "Content-Length": components["headers"]["Content-Length"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13600,7 +13628,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13623,7 +13651,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13649,7 +13677,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13671,7 +13699,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13693,7 +13721,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13716,7 +13744,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13738,7 +13766,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13760,7 +13788,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13849,6 +13877,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
             /**
              * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
              *
@@ -13860,7 +13910,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13886,7 +13936,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13909,7 +13959,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13931,7 +13981,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -13953,7 +14003,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14024,7 +14074,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14047,7 +14097,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14073,7 +14123,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14096,7 +14146,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14118,7 +14168,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14140,7 +14190,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14203,6 +14253,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
             /**
              * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
              *
@@ -14214,7 +14286,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14240,7 +14312,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14263,7 +14335,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14285,7 +14357,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14307,7 +14379,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14387,7 +14459,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14410,7 +14482,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14440,7 +14512,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14462,7 +14534,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14484,7 +14556,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14506,7 +14578,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14528,7 +14600,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14551,7 +14623,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14573,7 +14645,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14595,7 +14667,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14666,7 +14738,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14689,7 +14761,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14715,7 +14787,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14737,7 +14809,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14760,7 +14832,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14782,7 +14854,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14804,7 +14876,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14852,7 +14924,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14875,7 +14947,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14903,7 +14975,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14925,7 +14997,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14948,7 +15020,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14970,7 +15042,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -14992,7 +15064,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15089,7 +15161,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15112,7 +15184,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15138,7 +15210,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15160,7 +15232,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15183,7 +15255,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15205,7 +15277,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15227,7 +15299,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15317,7 +15389,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15340,7 +15412,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15368,7 +15440,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15390,7 +15462,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15412,7 +15484,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15435,7 +15507,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15457,7 +15529,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15479,7 +15551,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15571,7 +15643,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15594,7 +15666,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15622,7 +15694,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15644,7 +15716,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15666,7 +15738,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15689,7 +15761,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15711,7 +15783,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15733,7 +15805,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18352,7 +18424,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18375,7 +18447,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18394,7 +18466,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18413,7 +18485,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18432,7 +18504,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18451,7 +18523,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18470,7 +18542,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */

@@ -32,7 +32,15 @@ export type FetchLike = (request: Request) => Promise<Response>;
 export interface TransportOptions extends RetryOptions {
   fetch?: FetchLike;
   onRetry?: (event: RetryEvent) => void;
+  /**
+   * Start no more requests in any second than the server's `RateLimit-Limit` (once a response
+   * has told it), waiting instead of being refused 429: for a client that sends many at once.
+   */
+  pace?: boolean;
 }
+
+/** The window requests are counted in when paced: the server's second, and a margin for the way there. */
+const PACE_WINDOW_MS = 1050;
 
 export class Transport {
   private readonly fetch: FetchLike;
@@ -40,6 +48,11 @@ export class Transport {
   private readonly baseDelayMs: number;
   private readonly maxDelayMs: number;
   private readonly onRetry?: (event: RetryEvent) => void;
+  private readonly pace: boolean;
+  /** The server's requests a second (its last RateLimit-Limit), when pacing. */
+  private limit: number | undefined;
+  /** When the requests of the last PACE_WINDOW_MS started, oldest first. */
+  private readonly starts: number[] = [];
 
   constructor(options: TransportOptions = {}) {
     // Called as a plain function: a browser's fetch must not be called as a method of another object.
@@ -49,6 +62,20 @@ export class Transport {
     this.baseDelayMs = options.baseDelayMs ?? 500;
     this.maxDelayMs = options.maxDelayMs ?? 60_000;
     this.onRetry = options.onRetry;
+    this.pace = options.pace ?? false;
+  }
+
+  /** When pacing: waits until one more request fits in the server's rate, and counts it. */
+  private async nextSlot(signal: AbortSignal): Promise<void> {
+    for (;;) {
+      const now = Date.now();
+      while (this.starts.length && this.starts[0]! <= now - PACE_WINDOW_MS) this.starts.shift();
+      if (this.limit === undefined || this.starts.length < this.limit) {
+        this.starts.push(now);
+        return;
+      }
+      await sleep(this.starts[0]! + PACE_WINDOW_MS - now, signal);
+    }
   }
 
   /**
@@ -67,7 +94,10 @@ export class Transport {
       let response: Response | undefined;
       let failure: unknown;
       try {
+        if (this.pace) await this.nextSlot(request.signal);
         response = await this.fetch(request);
+        const limit = Number(response.headers.get('ratelimit-limit'));
+        if (Number.isSafeInteger(limit) && limit > 0) this.limit = limit;
       } catch (err) {
         if (request.signal.aborted) throw request.signal.reason ?? err;
         failure = err;

@@ -91,7 +91,7 @@ class Contract {
     if (received.status < 400) problems.push(`${where}: a success from a path and method the document does not describe`);
     if (!received.headers.get('x-request-id')) problems.push(`${where}: no x-request-id`);
     if (received.status === 405 && !received.headers.get('allow')) problems.push(`${where}: 405 without Allow`);
-    if (received.method !== 'HEAD') problems.push(...this.validate(json(received.body), '#/components/schemas/Error', where));
+    if (received.method !== 'HEAD') problems.push(...this.validate(json(received.body), '#/components/schemas/ErrorResponse', where));
     return problems;
   }
 

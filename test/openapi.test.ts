@@ -99,11 +99,16 @@ describe('OpenAPI document', () => {
 
   it('has the named schemas clients are built from, with every always-present field required', () => {
     const schemas = doc.components.schemas;
-    for (const name of ['File', 'Task', 'Batch', 'Error', 'Account', 'Usage', 'QueuedTask', 'QueuedBatch', 'PresignedUpload'])
+    for (const name of ['FileMetadata', 'Task', 'Batch', 'ErrorResponse', 'Account', 'Usage', 'QueuedTask', 'QueuedBatch', 'PresignedUpload'])
       assert.ok(schemas[name], name);
-    assert.deepEqual(schemas.File.required, ['fileId', 'filename', 'mimeType', 'format', 'size', 'origin', 'createdAt', 'expiresAt']);
+    assert.deepEqual(schemas.FileMetadata.required, ['fileId', 'filename', 'mimeType', 'format', 'size', 'origin', 'createdAt', 'expiresAt']);
     assert.deepEqual(schemas.Task.required, ['taskId', 'type', 'status', 'progress', 'input', 'options', 'attempts', 'createdAt']);
-    assert.deepEqual(schemas.Error.properties.error.required, ['code', 'message', 'requestId']);
+    assert.deepEqual(schemas.ErrorResponse.properties.error.required, ['code', 'message', 'requestId']);
+    // A generated client declares a type per schema: none may shadow a built-in (File, Error, Blob, Response…).
+    assert.deepEqual(
+      Object.keys(schemas).filter((name) => name in globalThis),
+      [],
+    );
     // One options schema per kind, and the bodies built from it.
     for (const op of OPERATIONS) {
       const name = op.kind.replace(/(^|-)([a-z])/g, (_m, _d, c: string) => c.toUpperCase());

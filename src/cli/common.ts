@@ -39,7 +39,8 @@ export function connect(options: CommonOptions, onRetry?: (event: RetryEvent) =>
   } catch {
     throw new UsageError(`--url (or IMGAPI_URL) is not a URL: "${options.url}"`);
   }
-  return new Imgapi({ baseUrl: options.url, apiKey: options.key, onRetry });
+  // Paced to the plan's rate: a run of many files waits its turn rather than collecting 429s.
+  return new Imgapi({ baseUrl: options.url, apiKey: options.key, onRetry, paceRequests: true });
 }
 
 export const retryLine = (event: RetryEvent): string =>

@@ -4,7 +4,17 @@
 // writes the outputs to <dir>, at most --concurrency files in flight. Ends with a summary table.
 import fs from 'node:fs';
 import path from 'node:path';
-import { ImgapiError, taskFailure, type BatchKind, type BatchOptions, type Imgapi, type JobRequest, type Kind } from '../../sdk/node.js';
+import {
+  ImgapiError,
+  taskFailure,
+  type Batch,
+  type BatchKind,
+  type BatchOptions,
+  type Imgapi,
+  type JobRequest,
+  type Kind,
+  type Task,
+} from '../../sdk/node.js';
 import {
   boardFor,
   connect,
@@ -217,11 +227,16 @@ class Run {
     });
   }
 
-  /** Uploads, then a batch request per `size` files, then each task followed to its output. */
+  /**
+   * Uploads, then a batch request per `size` files, then each batch waited on as one (one
+   * long-poll per batch, not one per task: a big run stays within the plan's request rate) and
+   * its outputs downloaded.
+   */
   async batched(size: number): Promise<Outcome[]> {
     const entries = this.files.map((file) => this.entry(file.name, [file]));
     await mapLimit(entries, this.concurrency, (entry) => this.step(entry, () => this.upload(entry).then(() => undefined)));
     const uploaded = entries.filter((entry) => entry.outcome.fileId);
+    const batches: { batchId: string; entries: Entry[] }[] = [];
     for (let start = 0; start < uploaded.length; start += size) {
       const chunk = uploaded.slice(start, start + size);
       try {
@@ -237,6 +252,7 @@ class Run {
           if (task) entry.outcome.taskId = task.taskId;
           else this.fail(entry, new Error('the batch answered no task for this file'));
         });
+        batches.push({ batchId: queued.batchId, entries: chunk });
       } catch (err) {
         // A batch is all or nothing: when one file is refused, queue each alone so that every
         // file gets its own answer. Anything else (a quota, the rate) is every file's answer.
@@ -245,9 +261,44 @@ class Run {
         else await mapLimit(chunk, this.concurrency, (entry) => this.step(entry, () => this.queue(entry, { fileId: entry.outcome.fileId })));
       }
     }
-    const queued = entries.filter((entry) => entry.outcome.taskId && entry.outcome.status !== 'failed');
-    await mapLimit(queued, this.concurrency, (entry) => this.step(entry, () => this.finish(entry)));
+    const inBatch = new Set(batches.flatMap((batch) => batch.entries));
+    const alone = entries.filter((entry) => !inBatch.has(entry) && entry.outcome.taskId && entry.outcome.status !== 'failed');
+    await Promise.all([
+      mapLimit(alone, this.concurrency, (entry) => this.step(entry, () => this.finish(entry))),
+      mapLimit(batches, this.concurrency, (batch) => this.finishBatch(batch.batchId, batch.entries)),
+    ]);
     return entries.map((entry) => entry.outcome);
+  }
+
+  /** Waits for the batch as one, then writes each task's outputs (its task is found by id: the batch lists them in order). */
+  private async finishBatch(batchId: string, entries: Entry[]): Promise<void> {
+    const open = entries.filter((entry) => entry.outcome.status !== 'failed');
+    for (const entry of open) entry.row.update('queued');
+    const byTask = (batch: Batch) => new Map(batch.tasks.map((task) => [task.taskId, task]));
+    let batch: Batch;
+    try {
+      batch = await this.client.waitBatch(batchId, {
+        pollSeconds: this.board.mode === 'tty' ? 1 : 30,
+        onUpdate: (update) => {
+          const tasks = byTask(update);
+          for (const entry of open) {
+            const task = tasks.get(entry.outcome.taskId!);
+            if (task && task.status !== 'completed') entry.row.update(task.status === 'processing' ? 'processing' : 'queued', task.progress / 100);
+          }
+        },
+      });
+    } catch (err) {
+      for (const entry of open) this.fail(entry, err);
+      return;
+    }
+    const tasks = byTask(batch);
+    await mapLimit(open, this.concurrency, (entry) =>
+      this.step(entry, async () => {
+        const task = tasks.get(entry.outcome.taskId!);
+        if (!task) throw new Error('the batch no longer lists this task');
+        await this.deliver(entry, task);
+      }),
+    );
   }
 
   /** One job for every file (image-to-pdf): its inputs in order. */
@@ -319,6 +370,11 @@ class Run {
       pollSeconds: this.board.mode === 'tty' ? 1 : 30,
       onUpdate: (update) => entry.row.update(update.status === 'processing' ? 'processing' : 'queued', update.progress / 100),
     });
+    await this.deliver(entry, task);
+  }
+
+  /** Writes a finished task's outputs; a task that did not complete is the entry's failure. */
+  private async deliver(entry: Entry, task: Task): Promise<void> {
     if (task.status !== 'completed') throw taskFailure(task);
     // A deck's slides are its outputs (outputFileId is their ZIP); other kinds have one.
     const outputs = task.outputFileIds?.length ? task.outputFileIds : task.outputFileId ? [task.outputFileId] : [];

@@ -8,7 +8,7 @@ import type { Services } from '../services.js';
 import { apiKeyAuth } from './auth.js';
 import { frameworkErrors, registerApiNotFound, registerErrorHandling } from './errors.js';
 import { registerOpenApi } from './openapi.js';
-import { registerValidation } from './validation.js';
+import { refuseUnknownQueries, registerValidation } from './validation.js';
 import { clientErrorHandler, registerBodyTimeouts, serverTimeouts } from './request-body.js';
 import { accountRoutes } from './routes/account.js';
 import { fileRoutes } from './routes/files.js';
@@ -80,6 +80,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     async (api) => {
       await api.register(multipart, { limits: { fieldNameSize: 100, headerPairs: 100 } });
       api.addHook('onRequest', apiKeyAuth(services));
+      refuseUnknownQueries(api);
       registerApiNotFound(api);
       fileRoutes(api, services);
       uploadRoutes(api, services);

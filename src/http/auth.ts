@@ -1,4 +1,4 @@
-// Authentication of /api/*: an API key in `x-api-key`. A disabled account's keys are refused with
+// Authentication of /api/*: an API key in `x-api-key` (or `Authorization: Bearer <key>`). A disabled account's keys are refused with
 // ACCOUNT_DISABLED; Free accounts reach the API only through the dashboard, so their keys are
 // refused with PLAN_NO_API_ACCESS. Then the key's rate limit.
 // Without a key, the dashboard's session cookie authenticates instead (any plan, Free included);
@@ -24,12 +24,11 @@ declare module 'fastify' {
 
 export function apiKeyAuth(services: Services) {
   return async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const header = request.headers['x-api-key'];
-    const key = Array.isArray(header) ? header[0] : header;
+    const key = requestApiKey(request);
     if (!key) {
       // The dashboard's calls: its session instead of a key, within the plan's limits.
       if (await authenticateSession(services, request, reply)) return;
-      throw new AppError('API_KEY_MISSING', 'Send your API key in the x-api-key header');
+      throw new AppError('API_KEY_MISSING', 'Send your API key in the x-api-key header (or as Authorization: Bearer <key>)');
     }
     const account = await authenticateApiKey(services.database, services.clock, key);
     if (!account) throw new AppError('API_KEY_INVALID', 'The API key is unknown or has been revoked');
@@ -47,6 +46,21 @@ export function apiKeyAuth(services: Services) {
     reply.headers(rateLimitHeaders(state));
     if (state.exceeded) throw rateLimited(state);
   };
+}
+
+/**
+ * The key in `x-api-key` or in `Authorization: Bearer <key>` (another scheme is not ours, and is
+ * ignored). Both naming different keys is ambiguous: 401 API_KEY_INVALID, neither key tried, so
+ * the answer says nothing of either. A key in either wins over a session cookie.
+ */
+function requestApiKey(request: FastifyRequest): string | undefined {
+  const header = request.headers['x-api-key'];
+  const apiKey = (Array.isArray(header) ? header[0] : header) || undefined;
+  const bearer = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(request.headers.authorization ?? '')?.[1];
+  if (apiKey && bearer && apiKey !== bearer) {
+    throw new AppError('API_KEY_INVALID', 'x-api-key and Authorization name different keys: send one key');
+  }
+  return apiKey ?? bearer;
 }
 
 /** A valid key or password of an account the operator has disabled. */

@@ -49,7 +49,9 @@ const MEANING: Record<ApiErrorCode, string> = {
   METHOD_NOT_ALLOWED: 'The path exists, with other methods (listed in Allow).',
   REQUEST_TIMEOUT: 'The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS.',
   IDEMPOTENCY_KEY_REUSED: 'This Idempotency-Key was used with another request within 24 hours.',
-  INPUT_NOT_SUPPORTED: 'This kind does not take that file (e.g. a presentation given to resize).',
+  INPUT_NOT_SUPPORTED:
+    'This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients ' +
+    'branch on it: the file and the kind do not go together; the request itself is well-formed.',
   TASK_NOT_CANCELABLE: 'The task has already finished.',
   BATCH_NOT_FINISHED: 'A task of the batch is still queued or processing.',
   FILE_IN_USE: 'An unfinished task reads the file: cancel it first.',
@@ -212,7 +214,7 @@ function exampleError(code: ApiErrorCode) {
 }
 
 /**
- * Narrows Error's `code` to `codes`. The other properties are named again (constraining
+ * Narrows ErrorResponse's `code` to `codes`. The other properties are named again (constraining
  * nothing) so that each branch of the allOf accounts for every property it sees.
  */
 const codeEnum = (codes: readonly string[]) => ({
@@ -233,7 +235,7 @@ const MALFORMED_REQUEST = {
   content: {
     'application/json': {
       schema: {
-        allOf: [ref('Error'), codeEnum(['VALIDATION_ERROR', 'REQUEST_TIMEOUT'])],
+        allOf: [ref('ErrorResponse'), codeEnum(['VALIDATION_ERROR', 'REQUEST_TIMEOUT'])],
       },
       examples: { VALIDATION_ERROR: { $ref: `${EXAMPLE_REF}VALIDATION_ERROR` }, REQUEST_TIMEOUT: { $ref: `${EXAMPLE_REF}REQUEST_TIMEOUT` } },
     },
@@ -263,7 +265,7 @@ function errorResponses(codes: readonly ApiErrorCode[], authenticated: boolean, 
             content: {
               'application/json': {
                 schema: {
-                  allOf: [ref('Error'), codeEnum(list)],
+                  allOf: [ref('ErrorResponse'), codeEnum(list)],
                 },
                 examples: Object.fromEntries(list.map((code) => [code, { $ref: `${EXAMPLE_REF}${code}` }])),
               },
@@ -288,9 +290,12 @@ function successResponses(successes: Record<number, Success>, authenticated: boo
   );
 }
 
-/** An /api operation's responses: authenticated by API key (or the dashboard's session) and rate-limited. */
+/**
+ * An /api operation's responses: authenticated by API key (or the dashboard's session) and
+ * rate-limited; each can answer VALIDATION_ERROR, if only for a query parameter it does not take.
+ */
 export function apiResponses(successes: Record<number, Success>, codes: readonly ApiErrorCode[]) {
-  return { ...successResponses(successes, true), ...errorResponses(codes, true) };
+  return { ...successResponses(successes, true), ...errorResponses([...codes, ...VALIDATED], true) };
 }
 
 /** An operation outside /api: no key, no rate limit; `errorHeaders`: headers every error of it carries. */
@@ -298,7 +303,8 @@ export function publicResponses(successes: Record<number, Success>, codes: reado
   return { ...successResponses(successes, false), ...errorResponses([...codes, 'INTERNAL_ERROR'], false, errorHeaders) };
 }
 
-export const API_SECURITY = [{ apiKey: [] }];
+/** Either header: `x-api-key`, or `Authorization: Bearer` (both present must name the same key). */
+export const API_SECURITY: { [scheme: string]: string[] }[] = [{ apiKey: [] }, { bearer: [] }];
 /** Outside /api: no key (the upload receiver is authorised by its URL's signature). */
 export const NO_SECURITY = [];
 
@@ -440,7 +446,16 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       // Relative: the document and /docs work on whatever address the service was reached at.
       servers: [{ url: '/', description: 'This service, wherever it is reached' }],
       components: {
-        securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'An API key from the dashboard (Keys).' } },
+        securitySchemes: {
+          apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'An API key from the dashboard (Keys).' },
+          bearer: {
+            type: 'http',
+            scheme: 'bearer',
+            description:
+              'The same key as `Authorization: Bearer <key>`. Sent with x-api-key, both must name the same key (else 401 API_KEY_INVALID); ' +
+              "either wins over the dashboard's session cookie.",
+          },
+        },
         schemas: COMPONENT_SCHEMAS,
         headers: HEADERS,
         // Our objects are plain JSON; openapi-types' unions would need a cast per literal.

@@ -1,6 +1,7 @@
 // Rows as the API answers with them. Each one's type is read from its schema (schemas.ts), so
 // what a response holds and what the OpenAPI document says of it cannot disagree.
 import type { FromSchema } from 'json-schema-to-ts';
+import type { FastifyReply } from 'fastify';
 import { iso } from '../clock.js';
 import type { FileRecord } from '../files/files.js';
 import { safeFilename } from '../files/upload.js';
@@ -25,4 +26,10 @@ export function fileToApi(file: FileRecord): ApiFile {
     createdAt: iso(file.created_at),
     expiresAt: iso(file.expires_at),
   };
+}
+
+/** An upload's or a confirm's 201 (or its idempotent replay), with `Location` naming the stored file. */
+export function sendStoredFile(reply: FastifyReply, response: { statusCode: number; body: unknown }): FastifyReply {
+  const { fileId } = (response.body as { data: ApiFile }).data;
+  return reply.code(response.statusCode).header('location', `/api/files/${fileId}`).send(response.body);
 }

@@ -1,5 +1,5 @@
 // The resources the API answers with, as the OpenAPI document's named component schemas, each
-// with an example. Responses reference them (`ref('File')`); request bodies are documented as
+// with an example. Responses reference them (`ref('FileMetadata')`); request bodies are documented as
 // the per-kind schemas built from the operations registry. These schemas document: Fastify
 // validates requests with the routes' own schemas and sends responses as plain JSON, and the
 // test suites validate every response they receive against the document.
@@ -10,6 +10,7 @@ import { STORED_FORMATS } from '../imaging/formats.js';
 import { OPERATIONS } from '../operations/registry.js';
 import { stepSchema } from '../operations/pipeline.js';
 import type { AnyOperation, JsonSchema } from '../operations/types.js';
+import { BATCH_STATUSES } from '../tasks/view.js';
 import { WEBHOOK_SCHEMAS } from './webhook-schemas.js';
 import { DELIVERY_SCHEMAS } from './delivery-schemas.js';
 
@@ -171,7 +172,9 @@ export const FILE_SCHEMA = {
 } as const;
 
 const RESOURCES: Record<string, JsonSchema> = {
-  Error: {
+  // Not `Error` nor `File`: a generated TypeScript client declares a type per schema, and those
+  // two would shadow the built-in Error and File (a download typed as its metadata).
+  ErrorResponse: {
     type: 'object',
     description: 'Every failure. Each operation lists, per status, exactly the codes it can answer.',
     required: ['success', 'error'],
@@ -199,9 +202,9 @@ const RESOURCES: Record<string, JsonSchema> = {
     examples: [{ success: false, error: { code: 'NOT_FOUND', message: 'File not found', requestId: EXAMPLE_IDS.request } }],
   },
 
-  File: FILE_SCHEMA,
+  FileMetadata: FILE_SCHEMA,
 
-  FileList: listPage('files', 'File', [OUTPUT_EXAMPLE, FILE_EXAMPLE]),
+  FileList: listPage('files', 'FileMetadata', [OUTPUT_EXAMPLE, FILE_EXAMPLE]),
 
   PresignedUpload: {
     type: 'object',
@@ -365,12 +368,25 @@ const RESOURCES: Record<string, JsonSchema> = {
 
   Batch: {
     type: 'object',
-    required: ['batchId', 'type', 'createdAt', 'counts', 'tasks'],
+    required: ['batchId', 'type', 'status', 'createdAt', 'completedAt', 'counts', 'tasks'],
     additionalProperties: false,
     properties: {
       batchId: id('batch', "The batch's id."),
       type: { type: 'string', enum: OPERATIONS.filter((op) => op.batch).map((op) => op.kind) },
+      status: {
+        type: 'string',
+        enum: [...BATCH_STATUSES],
+        description:
+          'From its tasks: `queued` while every task is queued; `processing` while any is queued or processing and at least one has ' +
+          'been taken by a worker (or finished); once every task has finished: `completed` when all completed, `failed` when all ' +
+          'failed, `canceled` when all were canceled, `partial` for any other mix. The last four are final.',
+      },
       createdAt: timestamp('When it was queued.'),
+      completedAt: {
+        type: ['string', 'null'],
+        format: 'date-time',
+        description: 'When its last task finished; null while any task is queued or processing.',
+      },
       counts: {
         type: 'object',
         description: 'Tasks in each status.',
@@ -384,7 +400,9 @@ const RESOURCES: Record<string, JsonSchema> = {
       {
         batchId: EXAMPLE_IDS.batch,
         type: 'resize',
+        status: 'partial',
         createdAt: EXAMPLE_TIME,
+        completedAt: TASK_EXAMPLE.completedAt,
         counts: { queued: 0, processing: 0, completed: 1, failed: 1, canceled: 0 },
         tasks: [{ ...TASK_EXAMPLE, batchId: EXAMPLE_IDS.batch }, FAILED_TASK_EXAMPLE],
       },

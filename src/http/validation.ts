@@ -3,6 +3,20 @@
 import Ajv from 'ajv';
 import type { FastifyInstance } from 'fastify';
 
+const NO_QUERY = { type: 'object', additionalProperties: false, properties: {} } as const;
+
+/**
+ * Within `app` (the API, the dashboard's JSON routes), a query string naming a parameter the
+ * route does not take is refused with 400, naming it: every querystring schema says
+ * additionalProperties: false, and a route without one takes none. A typo such as `?wiat=30`
+ * fails loudly instead of being ignored. (Pages and the document keep theirs: a browser adds what it likes.)
+ */
+export function refuseUnknownQueries(app: FastifyInstance): void {
+  app.addHook('onRoute', (route) => {
+    if (route.schema) route.schema.querystring ??= NO_QUERY;
+  });
+}
+
 export function registerValidation(app: FastifyInstance): void {
   // strictNumbers: a JSON number too large for a double (1e400) parses as Infinity, which is no number.
   // discriminator: a list of alternatives chosen by a field (a pipeline's steps, by `kind`) is

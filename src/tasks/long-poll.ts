@@ -1,4 +1,5 @@
-// Long-polls (`GET /api/tasks/{id}?wait=N`) wait for their task's `finished` event. A task
+// Long-polls (`GET /api/tasks/{id}?wait=N`, and `GET /api/batches/{id}?wait=N` for any of the
+// batch's unfinished tasks) wait for their task's `finished` event. A task
 // finished in this process wakes its waiters at once, through QueueEvents; one finished in
 // another process arrives the same way over PostgreSQL's NOTIFY. What neither carries (another
 // process on SQLite, a notification lost) is found by one statement a second for all the tasks
@@ -39,6 +40,19 @@ export class LongPolls {
         clearInterval(this.timer);
         this.timer = undefined;
       }
+    }
+  }
+
+  /** Resolves when any of `taskIds` finishes, after `ms`, or on `signal`; the other waits are then let go. */
+  async waitAny(taskIds: string[], ms: number, signal?: AbortSignal): Promise<void> {
+    const done = new AbortController();
+    const stop = () => done.abort();
+    signal?.addEventListener('abort', stop, { once: true });
+    try {
+      await Promise.race(taskIds.map((id) => this.wait(id, ms, done.signal)));
+    } finally {
+      signal?.removeEventListener('abort', stop);
+      done.abort();
     }
   }
 

@@ -35,9 +35,36 @@ export function taskErrorToApi(task: Pick<TaskRow, 'error_code' | 'error_message
   return { code: task.error_code!, message: task.error_message ?? '', ...(details ? { details } : {}) };
 }
 
-/** A batch with its tasks (in batch order) and how many are in each state. */
+export const BATCH_STATUSES = ['queued', 'processing', 'completed', 'partial', 'failed', 'canceled'] as const;
+export type BatchStatus = (typeof BATCH_STATUSES)[number];
+
+/**
+ * A batch's overall status from its tasks' counts: `queued` while no task has left the queue;
+ * `processing` while any is queued or processing and at least one has left it; once every task
+ * has finished, `completed`, `failed` or `canceled` when they all ended the same way, else `partial`.
+ */
+export function batchStatus(counts: Record<TaskStatus, number>, total: number): BatchStatus {
+  if (counts.queued === total) return 'queued';
+  if (counts.queued + counts.processing > 0) return 'processing';
+  for (const status of ['completed', 'failed', 'canceled'] as const) if (counts[status] === total) return status;
+  return 'partial';
+}
+
+/** A batch with its tasks (in batch order), how many are in each state, its overall status and when it finished. */
 export function batchToApi(batch: Selectable<BatchesTable>, tasks: TaskRow[]) {
   const counts = Object.fromEntries(TASK_STATUSES.map((status) => [status, 0])) as Record<TaskStatus, number>;
   for (const task of tasks) counts[task.status]++;
-  return { batchId: batch.id, type: batch.type, createdAt: iso(batch.created_at), counts, tasks: tasks.map(taskToApi) };
+  const status = batchStatus(counts, tasks.length);
+  const finished = status !== 'queued' && status !== 'processing';
+  // The last task's finish; a finished task always has completed_at.
+  const completedAt = finished ? Math.max(...tasks.map((task) => task.completed_at ?? batch.created_at)) : null;
+  return {
+    batchId: batch.id,
+    type: batch.type,
+    status,
+    createdAt: iso(batch.created_at),
+    completedAt: completedAt === null ? null : iso(completedAt),
+    counts,
+    tasks: tasks.map(taskToApi),
+  };
 }

@@ -67,6 +67,7 @@ class CheckedClient extends Client {
   async uploadData(file: string | Buffer, filename?: string): Promise<any> {
     const response = await this.upload(file, filename);
     assert.equal(response.status, 201, JSON.stringify(response.body));
+    assert.equal(response.headers.get('location'), `/api/files/${response.body.data.fileId}`);
     return response.body.data;
   }
 
@@ -164,7 +165,7 @@ for (const dialect of DIALECTS) {
         assert.match(openapi.body.openapi, /^3\./);
         const compress = openapi.body.paths['/api/process/compress'];
         assert.ok(compress?.post, 'the document lists POST /api/process/compress');
-        assert.deepEqual(compress.post.security, [{ apiKey: [] }]);
+        assert.deepEqual(compress.post.security, [{ apiKey: [] }, { bearer: [] }]);
         assert.deepEqual(
           { ...openapi.body.components.securitySchemes.apiKey, description: undefined },
           { type: 'apiKey', in: 'header', name: 'x-api-key', description: undefined },
@@ -667,6 +668,7 @@ for (const dialect of DIALECTS) {
         assert.ok(fieldNames(wait).includes('wait'), JSON.stringify(wait.body));
         expectError(await client.get(`/api/tasks/${taskId}?wait=0`), 400, 'VALIDATION_ERROR');
         expectError(await client.get(`/api/tasks/${taskId}?bogus=1`), 400, 'VALIDATION_ERROR');
+        expectError(await client.get(`/api/tasks/${taskId}?wait=abc`), 400, 'VALIDATION_ERROR');
 
         expectError(await client.get('/api/files?cursor=bm90LWEtY3Vyc29y'), 400, 'VALIDATION_ERROR');
         expectError(await client.get('/api/files?cursor=%%%garbage'), 400, 'VALIDATION_ERROR');
@@ -677,6 +679,29 @@ for (const dialect of DIALECTS) {
 
         const longKey = await client.post('/api/process/compress', { fileId }, { 'idempotency-key': 'k'.repeat(256) });
         expectError(longKey, 400, 'VALIDATION_ERROR');
+      });
+
+      it('refuses an unknown query parameter on every GET and DELETE of the API, naming it, before doing anything', async () => {
+        const doc = (await apiFetch(`${server.url}/openapi.json`)).body;
+        const paths = JSON.parse(doc.toString()).paths as Record<string, Record<string, { parameters?: any[] }>>;
+        let checked = 0;
+        for (const [route, item] of Object.entries(paths)) {
+          if (!route.startsWith('/api/')) continue;
+          for (const method of ['get', 'delete'] as const) {
+            const op = item[method];
+            if (!op) continue;
+            // Each path parameter: a well-formed id (the prefix its pattern names) that does not exist.
+            const url = route.replace(/\{(\w+)\}/g, (_, name: string) => {
+              const pattern = String(op.parameters?.find((p) => p.name === name)?.schema?.pattern ?? '');
+              return `${/^\^(\w+?)_/.exec(pattern)?.[1] ?? 'x'}_doesnotexist0000000000`;
+            });
+            const response = await client.request(method.toUpperCase(), `${url}?bogus=1`);
+            expectError(response, 400, 'VALIDATION_ERROR');
+            assert.deepEqual(fieldNames(response), ['bogus'], `${method} ${url}`);
+            checked++;
+          }
+        }
+        assert.ok(checked >= 15, `${checked} operations checked`);
       });
 
       it("refuses a file over the plan's maxFileBytes with 413, storing nothing", async () => {
@@ -753,6 +778,21 @@ for (const dialect of DIALECTS) {
         // Authentication comes before validation.
         expectError(await new CheckedClient(server.url).post('/api/process/compress', { bogus: 1 }), 401, 'API_KEY_MISSING');
         expectError(await free.post('/api/process/compress', { bogus: 1 }), 403, 'PLAN_NO_API_ACCESS');
+      });
+
+      it('takes the key as Authorization: Bearer too; two different keys are 401', async () => {
+        const pro = await key(server, 'pro');
+        const bearer = (value: string, extra: Record<string, string> = {}) =>
+          new CheckedClient(server.url).request('GET', '/api/account', { headers: { authorization: value, ...extra } });
+        const viaBearer = await bearer(`Bearer ${pro.key}`);
+        assert.equal(viaBearer.status, 200);
+        assert.deepEqual(viaBearer.body.data, (await pro.get('/api/account')).body.data);
+        assert.equal((await bearer(`bearer  ${pro.key}`)).status, 200, 'the scheme is case-insensitive');
+        assert.equal((await bearer(`Bearer ${pro.key}`, { 'x-api-key': pro.key! })).status, 200, 'the same key twice');
+        expectError(await bearer(`Bearer ${pro.key}`, { 'x-api-key': (await key(server, 'pro')).key! }), 401, 'API_KEY_INVALID');
+        expectError(await bearer('Bearer ik_not-a-real-key'), 401, 'API_KEY_INVALID');
+        expectError(await bearer(`Basic ${Buffer.from(`user:${pro.key}`).toString('base64')}`), 401, 'API_KEY_MISSING');
+        expectError(await bearer('Bearer'), 401, 'API_KEY_MISSING');
       });
 
       it("answers another account's resources exactly as nonexistent ones (404)", async () => {

@@ -1,5 +1,7 @@
+// GET /api/batches/{batchId}?wait=N: the long-poll, the overall status and completedAt; and
 // GET /api/batches/{batchId}/download: 409 while a task is unfinished; then a ZIP of the
-// completed outputs in batch order with a manifest naming every task, its input and outcome.
+// completed outputs in batch order with a manifest naming every task, its input and outcome,
+// its length and ETag known before it is sent.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
@@ -45,6 +47,58 @@ for (const dialect of DIALECTS) {
       await server?.close();
     });
 
+    it('refuses unknown and bad query parameters, naming them', async () => {
+      const fileId = await client.uploadOk(
+        await sharp({ create: { width: 8, height: 8, channels: 3, background: '#000' } })
+          .png()
+          .toBuffer(),
+        'q.png',
+      );
+      const { batchId } = (await client.post('/api/process/batch/flip', { fileIds: [fileId], direction: 'horizontal' })).body.data;
+      for (const [query, field] of [
+        ['foo=1', 'foo'],
+        ['wait=abc', 'wait'],
+        ['wait=0', 'wait'],
+        ['wait=31', 'wait'],
+      ]) {
+        const response = await client.get(`/api/batches/${batchId}?${query}`);
+        assert.equal(response.status, 400, query);
+        assert.equal(response.body.error.code, 'VALIDATION_ERROR');
+        assert.deepEqual(
+          response.body.error.details.fields.map((f: { field: string }) => f.field),
+          [field],
+          query,
+        );
+      }
+      await client.request('DELETE', `/api/batches/${batchId}`);
+    });
+
+    it('is queued, then canceled with completedAt once every task is canceled', async () => {
+      const fileIds = [];
+      for (const background of ['#000', '#fff']) {
+        fileIds.push(
+          await client.uploadOk(
+            await sharp({ create: { width: 8, height: 8, channels: 3, background } })
+              .png()
+              .toBuffer(),
+            'c.png',
+          ),
+        );
+      }
+      const { batchId } = (await client.post('/api/process/batch/flip', { fileIds, direction: 'horizontal' })).body.data;
+      // No worker: still queued when a one-second wait runs out.
+      const waited = await client.get(`/api/batches/${batchId}?wait=1`);
+      assert.equal(waited.status, 200);
+      assert.equal(waited.body.data.status, 'queued');
+      assert.equal(waited.body.data.completedAt, null);
+      const canceled = await client.request('DELETE', `/api/batches/${batchId}`);
+      assert.equal(canceled.body.data.status, 'canceled');
+      const times = canceled.body.data.tasks.map((t: { completedAt: string }) => t.completedAt).sort();
+      assert.equal(canceled.body.data.completedAt, times.at(-1));
+      // Finished already: the wait answers at once with the same batch.
+      assert.deepEqual((await client.get(`/api/batches/${batchId}?wait=30`)).body.data, canceled.body.data);
+    });
+
     it('answers 409 while unfinished, then a ZIP of the outputs in order with a manifest', async () => {
       const red = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#c00' } })
         .png()
@@ -64,19 +118,37 @@ for (const dialect of DIALECTS) {
       assert.equal(early.body.error.code, 'BATCH_NOT_FINISHED');
       assert.equal(early.headers.get('content-disposition'), null);
 
+      // The long-poll is asked while every task is queued; it answers once the last has finished.
+      const waiting = client.get(`/api/batches/${batchId}?wait=30`);
       workers = new WorkerPool(server.services, 1);
       workers.start();
-      const tasks = [];
-      for (const { taskId } of batch.body.data.tasks) tasks.push(await client.waitForTask(taskId));
+      const finished = (await waiting).body.data;
+      const tasks = finished.tasks;
       assert.deepEqual(
-        tasks.map((t) => t.status),
+        tasks.map((t: { status: string }) => t.status),
         ['completed', 'completed', 'failed'],
+      );
+      assert.equal(finished.status, 'partial');
+      assert.deepEqual(finished.counts, { queued: 0, processing: 0, completed: 2, failed: 1, canceled: 0 });
+      assert.equal(
+        finished.completedAt,
+        tasks
+          .map((t: { completedAt: string }) => t.completedAt)
+          .sort()
+          .at(-1),
       );
 
       const zip = await client.get(`/api/batches/${batchId}/download`);
       assert.equal(zip.status, 200);
       assert.equal(zip.headers.get('content-type'), 'application/zip');
       assert.match(zip.headers.get('content-disposition') ?? '', /attachment; filename="batch_/);
+      assert.equal(zip.headers.get('content-length'), String((zip.body as Buffer).length));
+      const etag = zip.headers.get('etag');
+      assert.match(etag ?? '', /^"[0-9a-f]{32}"$/);
+      // The same outputs: the same bytes under the same ETag.
+      const again = await client.get(`/api/batches/${batchId}/download`);
+      assert.equal(again.headers.get('etag'), etag);
+      assert.deepEqual(again.body, zip.body);
       const entries = await unzip(zip.body as Buffer);
       assert.deepEqual([...entries.keys()], ['001-red.webp', '002-blue photo.webp', 'manifest.json']);
       assert.deepEqual(entries.get('001-red.webp'), await client.download(tasks[0].outputFileId));

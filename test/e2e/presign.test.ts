@@ -125,6 +125,7 @@ for (const dialect of DIALECTS) {
       assert.equal(confirmed.status, 201, JSON.stringify(confirmed.body));
       const file = confirmed.body.data;
       assert.match(file.fileId, /^file_/);
+      assert.equal(confirmed.headers.get('location'), `/api/files/${file.fileId}`);
       assert.equal(file.filename, 'photo.jpg');
       assert.equal(file.format, 'jpeg');
       assert.equal(file.mimeType, 'image/jpeg');
@@ -349,8 +350,8 @@ for (const dialect of DIALECTS) {
 
     it('describes the three routes in the OpenAPI document', async () => {
       const openapi = (await new Client(server.url).get('/openapi.json')).body;
-      assert.deepEqual(openapi.paths['/api/upload/presign'].post.security, [{ apiKey: [] }]);
-      assert.deepEqual(openapi.paths['/api/upload/confirm'].post.security, [{ apiKey: [] }]);
+      assert.deepEqual(openapi.paths['/api/upload/presign'].post.security, [{ apiKey: [] }, { bearer: [] }]);
+      assert.deepEqual(openapi.paths['/api/upload/confirm'].post.security, [{ apiKey: [] }, { bearer: [] }]);
       assert.ok(openapi.paths['/uploads/{uploadId}']?.put, 'PUT /uploads/{uploadId}');
       assert.deepEqual(openapi.paths['/uploads/{uploadId}'].put.security, [], "no API key: the URL's signature authorises it");
     });

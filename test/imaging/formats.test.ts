@@ -166,7 +166,7 @@ for (const dialect of DIALECTS) {
     });
 
     it("the OpenAPI document's enums of `format` and the download's media types are the table's", () => {
-      assert.deepEqual(doc.components.schemas.File.properties.format.enum, STORED_FORMATS);
+      assert.deepEqual(doc.components.schemas.FileMetadata.properties.format.enum, STORED_FORMATS);
       const kindsWithFormat = Object.entries(doc.components.schemas as Record<string, any>).filter(
         ([name, schema]) => name.endsWith('Options') && schema.properties?.format,
       );

@@ -342,7 +342,8 @@ for (const dialect of DIALECTS.slice(0, 1)) {
 describe('imgapi run against a rate limit', () => {
   let server: TestServer;
   before(async () => {
-    server = await startPublicServer('sqlite', { plans: { pro: { requestsPerSecond: 3 } } });
+    // Two a second: the three uploads sent at once, before any answer has told the CLI the rate, exceed it.
+    server = await startPublicServer('sqlite', { plans: { pro: { requestsPerSecond: 2 } } });
   });
   after(() => server.close());
 
@@ -356,6 +357,41 @@ describe('imgapi run against a rate limit', () => {
       assert.equal(fs.readdirSync(out).length, 3);
     } finally {
       fs.rmSync(out, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("imgapi run of 20 files under the Pro plan's request rate", () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startPublicServer('sqlite', { plans: { pro: { requestsPerSecond: 20 } } });
+  });
+  after(() => server.close());
+
+  it('waits on the batch, not on each task: no request is refused with 429', async () => {
+    const dir = tempDir('imgapi-cli-twenty-');
+    try {
+      const inputs = [];
+      for (let i = 0; i < 20; i++) {
+        const file = path.join(dir, `in-${i}.png`);
+        await sharp({ create: { width: 24, height: 16, channels: 3, background: { r: i * 12, g: 80, b: 160 } } })
+          .png()
+          .toFile(file);
+        inputs.push(file);
+      }
+      const out = path.join(dir, 'out');
+      const env = { IMGAPI_URL: server.url, IMGAPI_KEY: await server.newKey('pro') };
+      const result = await imgapi(['run', 'resize', ...inputs, '--width', '8', '-o', out], env);
+      assert.equal(result.code, 0, show(result));
+      assert.doesNotMatch(result.stderr, /RATE_LIMITED|retrying/, show(result));
+      assert.equal(fs.readdirSync(out).length, 20);
+      // The server refused nothing: no 429 among the requests it counted.
+      const metrics = await (await fetch(`${server.url}/metrics`)).text();
+      assert.doesNotMatch(metrics, /imgapi_http_requests_total\{[^}]*status="429"/);
+      assert.match(metrics, /imgapi_http_requests_total\{[^}]*route="\/api\/batches\/:batchId"[^}]*status="200"/);
+      assert.doesNotMatch(metrics, /imgapi_http_requests_total\{[^}]*route="\/api\/tasks\/:taskId"/, 'no task was polled');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -129,8 +129,9 @@ for (const dialect of DIALECTS) {
       assert.match(refused.message, /steps\[1\]\.angle/);
     });
 
-    it('batch() queues one task per file; each is waited for and downloaded', async () => {
-      const imgapi = new Imgapi({ baseUrl: server.url, apiKey: await server.newKey(), fetch: checkedFetch });
+    it('batch() queues one task per file; waitBatch() waits for them all with one long-poll at a time; each is downloaded', async () => {
+      const { fetch, requests } = recordingFetch();
+      const imgapi = new Imgapi({ baseUrl: server.url, apiKey: await server.newKey(), fetch });
       const files = await Promise.all([JPEG, PNG, GIF].map((source) => imgapi.upload(source)));
       const batch = await imgapi.batch(
         'resize',
@@ -142,8 +143,13 @@ for (const dialect of DIALECTS) {
         batch.tasks.map((t) => t.fileId),
         files.map((f) => f.fileId),
       );
-      for (const queued of batch.tasks) {
-        const task = await imgapi.wait(queued.taskId);
+      const updates: string[] = [];
+      const finished = await imgapi.waitBatch(batch.batchId, { onUpdate: (update) => updates.push(update.status) });
+      assert.equal(finished.status, 'completed');
+      assert.ok(finished.completedAt);
+      assert.equal(updates.at(-1), 'completed');
+      assert.ok(!requests.some((r) => r.path.startsWith('/api/tasks/')), 'no task was polled');
+      for (const task of finished.tasks) {
         assert.equal(task.status, 'completed', JSON.stringify(task.error));
         assert.equal(task.batchId, batch.batchId);
         const { blob } = await imgapi.download(task.outputFileId!);

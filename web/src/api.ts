@@ -181,7 +181,7 @@ export interface SessionInfo {
 
 // The file and task resources as the API's OpenAPI document describes them (sdk/openapi.ts is
 // generated from it); their statuses are the server's own list.
-export type ApiFile = components['schemas']['File'];
+export type ApiFile = components['schemas']['FileMetadata'];
 export type ApiTask = components['schemas']['Task'];
 
 export interface Counter {

@@ -11,7 +11,7 @@ import { withIdempotency } from '../../db/idempotency.js';
 import { fingerprint, readIdempotencyKey } from '../idempotency.js';
 import { paginationQuery } from '../pagination.js';
 import { bodyAbandoned, bodyReceived } from '../request-body.js';
-import { fileToApi } from '../resources.js';
+import { fileToApi, sendStoredFile } from '../resources.js';
 import { API_READ, API_SECURITY, API_WRITE, IDEMPOTENT, VALIDATED, apiResponses, bytes, documentAs, jsonData, noContent } from '../openapi.js';
 import { idParam, idempotencyHeader, ref } from '../schemas.js';
 
@@ -46,7 +46,7 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
           'body and a failed write leave nothing behind: no file, no temporary bytes, no charge.',
         consumes: ['multipart/form-data'],
         headers: idempotencyHeader,
-        response: apiResponses({ 201: jsonData('The stored file', 'File') }, [
+        response: apiResponses({ 201: jsonData('The stored file', 'FileMetadata', undefined, { headers: ['Location'] }) }, [
           ...API_WRITE,
           ...IDEMPOTENT,
           'PAYLOAD_TOO_LARGE',
@@ -110,7 +110,7 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
           }),
         );
         if (response.replayed) await storage.delete(stored.key);
-        return reply.code(response.statusCode as 201).send(response.body);
+        return sendStoredFile(reply, response);
       } catch (err) {
         if (upload) await storage.delete(upload.key).catch(() => {});
         if (bodyAbandoned(request, reply)) return;
@@ -267,7 +267,7 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
         security: API_SECURITY,
         summary: "A file's metadata",
         params: idParam('fileId', 'file'),
-        response: apiResponses({ 200: jsonData('The file', 'File') }, [...API_READ, ...VALIDATED, 'NOT_FOUND', 'FILE_EXPIRED']),
+        response: apiResponses({ 200: jsonData('The file', 'FileMetadata') }, [...API_READ, ...VALIDATED, 'NOT_FOUND', 'FILE_EXPIRED']),
       },
     },
     async (request: FastifyRequest<{ Params: { fileId: string } }>) => ({

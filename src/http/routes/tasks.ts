@@ -1,4 +1,5 @@
 // Tasks and batches: read (with long-poll), list, cancel; a finished batch's outputs as one ZIP.
+import crypto from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import yazl from 'yazl';
@@ -27,11 +28,7 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
         summary: 'Get a task',
         description: 'With `?wait=N` (1–30 s) the answer comes as soon as the task finishes, or after N seconds.',
         params: idParam('taskId', 'task'),
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          properties: { wait: { type: 'integer', minimum: 1, maximum: 30, description: 'Seconds to wait for the task to finish.' } },
-        },
+        querystring: waitQuery('Seconds to wait for the task to finish.'),
         response: apiResponses({ 200: jsonData('The task', 'Task') }, [...API_READ, ...VALIDATED, 'NOT_FOUND']),
       },
     },
@@ -113,14 +110,31 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
         tags: ['Batches'],
         security: API_SECURITY,
         summary: 'Get a batch',
+        description:
+          'With `?wait=N` (1–30 s) the answer comes as soon as every task of the batch has finished (`completedAt` set), or after N ' +
+          'seconds: one request instead of one per task.',
         params: idParam('batchId', 'batch'),
+        querystring: waitQuery('Seconds to wait for every task of the batch to finish.'),
         response: apiResponses({ 200: jsonData('The batch and its tasks', 'Batch') }, [...API_READ, ...VALIDATED, 'NOT_FOUND']),
       },
     },
-    async (request: FastifyRequest<{ Params: { batchId: string } }>) => ({
-      success: true,
-      data: await getBatch(database, request.account.id, request.params.batchId),
-    }),
+    async (request: FastifyRequest<{ Params: { batchId: string }; Querystring: { wait?: number } }>) => {
+      const { batchId } = request.params;
+      let batch = await getBatch(database, request.account.id, batchId);
+      if (request.query.wait) {
+        const deadline = Date.now() + request.query.wait * 1000;
+        const closed = new AbortController();
+        request.raw.once('close', () => closed.abort());
+        // As a task's long-poll, woken by any unfinished task's finish; read again only then, or at the deadline.
+        let open = batch.tasks.filter((t) => !isFinished(t.status)).map((t) => t.taskId);
+        while (open.length && Date.now() < deadline && !closed.signal.aborted) {
+          await longPolls.waitAny(open, deadline - Date.now(), closed.signal);
+          batch = await getBatch(database, request.account.id, batchId);
+          open = batch.tasks.filter((t) => !isFinished(t.status)).map((t) => t.taskId);
+        }
+      }
+      return { success: true, data: batch };
+    },
   );
 
   app.get(
@@ -135,9 +149,11 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
           'A ZIP, streamed, of every completed output in batch order, named `NNN-<input name>.<ext>` (NNN counts from 001), plus ' +
           "`manifest.json`: each task's `taskId`, `input` (`fileId`, `filename`), `status`, the `file` it became in the ZIP, and " +
           '`error` for a failed task (an output already expired or deleted is listed with `expired: true`). 409 `BATCH_NOT_FINISHED` ' +
-          'while a task is queued or processing.',
+          'while a task is queued or processing.\n\n' +
+          'Every entry is stored (images are compressed already) and dated by its output, so the ZIP is the same bytes for as long ' +
+          'as its outputs are the same: its `Content-Length` is known before it is sent, and its `ETag` names those bytes.',
         params: idParam('batchId', 'batch'),
-        response: apiResponses({ 200: bytes('The ZIP', ['application/zip'], { headers: ['Content-Disposition'] }) }, [
+        response: apiResponses({ 200: bytes('The ZIP', ['application/zip'], { headers: ['Content-Disposition', 'ETag', 'Content-Length'] }) }, [
           ...API_READ,
           ...VALIDATED,
           'NOT_FOUND',
@@ -151,12 +167,15 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
       const output = zip.outputStream as Readable;
       // yazl reports a failed read of an entry on the ZipFile, not on its output stream.
       zip.on('error', (err: Error) => output.destroy(err));
+      // What the bytes depend on: each output (its id, size and date) and the manifest.
+      const identity = crypto.createHash('sha256');
       const manifest = entries.map((entry) => {
         const name = entry.output ? archiveName(entry) : undefined;
         const file = entry.output;
         if (file && name) {
+          identity.update(`${name}\0${file.id}\0${file.size}\0${file.created_at}\0`);
           // Images are compressed already: stored, and each object opened only when its turn comes.
-          zip.addReadStreamLazy(name, { compress: false, size: Number(file.size) }, (done) => {
+          zip.addReadStreamLazy(name, { compress: false, size: Number(file.size), mtime: new Date(file.created_at) }, (done) => {
             // An object that cannot be read ends the ZIP stream with the error.
             storage.get(file.storage_key).then(
               (stream) => done(null, stream),
@@ -177,12 +196,19 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
           ...(task.error_code ? { error: { code: task.error_code, message: task.error_message ?? '' } } : {}),
         };
       });
-      zip.addBuffer(Buffer.from(JSON.stringify({ batchId: batch.id, type: batch.type, tasks: manifest }, null, 2)), 'manifest.json');
-      zip.end();
+      const manifestBytes = Buffer.from(JSON.stringify({ batchId: batch.id, type: batch.type, tasks: manifest }, null, 2));
+      identity.update(manifestBytes);
+      // Stored and dated by the batch's last finish, so every entry's size is known: yazl computes the ZIP's length.
+      const finishedAt = Math.max(batch.created_at, ...entries.map((entry) => entry.task.completed_at ?? 0));
+      zip.addBuffer(manifestBytes, 'manifest.json', { compress: false, mtime: new Date(finishedAt) });
+      // yazl's callback is given the total (-1 when it cannot be known); its types omit the argument.
+      const length = await new Promise<number>((resolve) => zip.end(undefined, resolve as unknown as () => void));
       reply
         .header('content-type', 'application/zip')
         .header('content-disposition', `attachment; filename="${batch.id}.zip"`)
+        .header('etag', `"${identity.digest('hex').slice(0, 32)}"`)
         .header('x-content-type-options', 'nosniff');
+      if (length >= 0) reply.header('content-length', length);
       return reply.send(output);
     },
   );
@@ -208,6 +234,11 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
       return { success: true, data: await getBatch(database, request.account.id, request.params.batchId) };
     },
   );
+}
+
+/** `?wait=N`: the long-poll both a task and a batch offer. */
+function waitQuery(description: string) {
+  return { type: 'object', additionalProperties: false, properties: { wait: { type: 'integer', minimum: 1, maximum: 30, description } } } as const;
 }
 
 /** `NNN-<input name>.<output's extension>`: NNN the task's place in the batch, from 001. */

@@ -7,7 +7,7 @@ import type { Services } from '../../services.js';
 import { withIdempotency } from '../../db/idempotency.js';
 import { fingerprint, readIdempotencyKey } from '../idempotency.js';
 import { bodyAbandoned } from '../request-body.js';
-import { fileToApi } from '../resources.js';
+import { fileToApi, sendStoredFile } from '../resources.js';
 import {
   API_SECURITY,
   API_WRITE,
@@ -85,17 +85,20 @@ export function uploadRoutes(app: FastifyInstance, services: Services): void {
           '409 UPLOAD_NOT_RECEIVED before the PUT; 410 UPLOAD_EXPIRED once the upload has expired.',
         headers: idempotencyHeader,
         body: COMPONENT_SCHEMAS.ConfirmRequest,
-        response: apiResponses({ 201: jsonData('The stored file (the same one again when confirmed before)', 'File') }, [
-          ...API_WRITE,
-          ...JSON_BODY,
-          ...IDEMPOTENT,
-          'NOT_FOUND',
-          'UPLOAD_EXPIRED',
-          'UPLOAD_NOT_RECEIVED',
-          'UPLOAD_SIZE_MISMATCH',
-          'FILE_TOO_LARGE',
-          'STORAGE_LIMIT_EXCEEDED',
-        ]),
+        response: apiResponses(
+          { 201: jsonData('The stored file (the same one again when confirmed before)', 'FileMetadata', undefined, { headers: ['Location'] }) },
+          [
+            ...API_WRITE,
+            ...JSON_BODY,
+            ...IDEMPOTENT,
+            'NOT_FOUND',
+            'UPLOAD_EXPIRED',
+            'UPLOAD_NOT_RECEIVED',
+            'UPLOAD_SIZE_MISMATCH',
+            'FILE_TOO_LARGE',
+            'STORAGE_LIMIT_EXCEEDED',
+          ],
+        ),
       },
       config: documentAs({ body: ref('ConfirmRequest') }),
     },
@@ -110,7 +113,7 @@ export function uploadRoutes(app: FastifyInstance, services: Services): void {
       const response = await uploads.confirm(request.account.id, request.limits, request.body.uploadId, (record) =>
         withIdempotency(database, scope, async (tx) => ({ statusCode: 201, body: { success: true, data: fileToApi(await record(tx)) } })),
       );
-      return reply.code(response.statusCode as 201).send(response.body);
+      return sendStoredFile(reply, response);
     },
   );
 }
@@ -119,6 +122,7 @@ export function uploadRoutes(app: FastifyInstance, services: Services): void {
 const SIGNED_QUERY = {
   type: 'object',
   required: ['expires', 'size', 'signature'],
+  additionalProperties: false,
   properties: {
     expires: { type: 'integer', description: 'When the URL expires, in Unix seconds.' },
     size: { type: 'integer', minimum: 1, description: 'The exact length of the body in bytes.' },

@@ -4,6 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Services } from '../../../services.js';
 import { sessionAuth } from '../../auth.js';
+import { refuseUnknownQueries } from '../../validation.js';
 import { adminRoutes } from './admin.js';
 import { authRoutes } from './auth.js';
 import { keyRoutes } from './keys.js';
@@ -14,6 +15,7 @@ export async function dashboardRoutes(app: FastifyInstance, services: Services):
   authRoutes(app, services);
   await app.register(
     async (dashboard) => {
+      refuseUnknownQueries(dashboard);
       await dashboard.register(async (user) => {
         user.addHook('onRequest', sessionAuth(services));
         keyRoutes(user, services);

@@ -15859,6 +15859,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
             /**
              * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
              *
@@ -15870,7 +15892,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15896,7 +15918,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15919,7 +15941,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15941,7 +15963,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -15963,7 +15985,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16027,7 +16049,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16050,7 +16072,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16078,7 +16100,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16100,7 +16122,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16123,7 +16145,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16145,7 +16167,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16167,7 +16189,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16215,7 +16237,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16238,7 +16260,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16266,7 +16288,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16288,7 +16310,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16311,7 +16333,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16333,7 +16355,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16355,7 +16377,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16412,6 +16434,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
             /**
              * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
              *
@@ -16423,7 +16467,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16449,7 +16493,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16472,7 +16516,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16494,7 +16538,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16516,7 +16560,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16586,7 +16630,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16609,7 +16653,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16637,7 +16681,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16659,7 +16703,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16681,7 +16725,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16703,7 +16747,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16725,7 +16769,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16748,7 +16792,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16770,7 +16814,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16792,7 +16836,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16862,7 +16906,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16885,7 +16929,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16913,7 +16957,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16935,7 +16979,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16957,7 +17001,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -16979,7 +17023,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17001,7 +17045,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17024,7 +17068,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17046,7 +17090,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17068,7 +17112,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17116,7 +17160,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17139,7 +17183,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17167,7 +17211,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17189,7 +17233,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17212,7 +17256,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17234,7 +17278,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17256,7 +17300,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17312,6 +17356,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
             /**
              * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
              *
@@ -17323,7 +17389,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17349,7 +17415,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17372,7 +17438,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17394,7 +17460,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17416,7 +17482,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17484,7 +17550,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17507,7 +17573,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17537,7 +17603,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17559,7 +17625,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17581,7 +17647,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17603,7 +17669,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17625,7 +17691,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17648,7 +17714,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17670,7 +17736,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17692,7 +17758,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17740,7 +17806,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17763,7 +17829,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17791,7 +17857,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17813,7 +17879,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17836,7 +17902,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17858,7 +17924,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17880,7 +17946,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17965,7 +18031,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -17990,7 +18056,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18011,7 +18077,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18032,7 +18098,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18053,7 +18119,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18074,7 +18140,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18095,7 +18161,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18116,7 +18182,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18138,7 +18204,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18159,7 +18225,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */
@@ -18180,7 +18246,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"] & {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
                         success?: unknown;
                         error?: {
                             /** @enum {string} */

@@ -13,6 +13,7 @@ import { announceSetupToken } from './accounts/onboarding.js';
 import { deleteSessionsOf } from './accounts/sessions.js';
 import { AppError } from './errors.js';
 import { iso } from './clock.js';
+import { VERSION } from './version.js';
 
 const OPS_USAGE = `  backup DIR                      a consistent copy of a running SQLite install: the database and
                                   the objects (with S3, their checksums) and manifest.json
@@ -21,7 +22,7 @@ const OPS_USAGE = `  backup DIR                      a consistent copy of a runn
                                   every table and object to another database (and S3 bucket),
                                   checked; run it again to resume; the source is only read`;
 
-const USAGE = `Usage: imgapi <command> [options]
+const USAGE = `Usage: imgapi <command> [options]   (imgapi ${VERSION})
 
   serve [--role all|api]          HTTP API with in-process workers (default role: all;
                                   api: HTTP only, for many API processes sharing PostgreSQL)
@@ -39,6 +40,7 @@ ${OPS_USAGE}
 
   run, upload, task, download, webhooks
                                   the client: see \`imgapi run --help\`
+  --version                       prints imgapi and its version
 
 Environment (also in README.md):
 ${environmentHelp()}`;
@@ -86,6 +88,9 @@ async function main(argv: string[]): Promise<number> {
         [sub, ...rest].filter((a): a is string => a !== undefined),
       );
     }
+    case '--version':
+      console.log(`imgapi ${VERSION}`);
+      return 0;
     case undefined:
     case 'help':
     case '--help':

@@ -9,7 +9,7 @@ import { ConfigError, environmentHelp, loadConfig } from './config.js';
 import { createServices, type Services } from './services.js';
 import { WorkerPool } from './worker/worker.js';
 import { checkPlan, createAccount, createApiKey, findAccountByEmail, listApiKeys, revokeApiKey, setPassword, setPlan } from './accounts/accounts.js';
-import { announceSetupToken } from './accounts/onboarding.js';
+import { announceSetupToken, setupInstructions } from './accounts/onboarding.js';
 import { deleteSessionsOf } from './accounts/sessions.js';
 import { AppError } from './errors.js';
 import { iso } from './clock.js';
@@ -130,12 +130,16 @@ async function serve(role: string): Promise<number> {
       'imgapi is serving',
     );
     // A fresh installation: the operator creates the first administrator with a one-time token.
-    await announceSetupToken({ database: services.database, clock: services.clock, logger: services.logger, publicUrl: config.publicUrl });
+    const token = await announceSetupToken({ database: services.database, clock: services.clock, logger: services.logger });
+    const parts = [`imgapi ${VERSION} listening on ${config.host}:${config.port}`, `dashboard: ${config.publicUrl}/`];
+    if (token) parts.push(setupInstructions(config.publicUrl, token));
+    say(parts.join('; '));
   } else {
     services.logger.info(
       { role, workers: workers.concurrency, workerId: workers.id, database: config.database.dialect, storage: services.storage.name },
       'imgapi worker started',
     );
+    say(`imgapi ${VERSION} worker running ${workers.concurrency} task slots`);
   }
   workers.start();
   services.maintenance.start();
@@ -149,6 +153,14 @@ async function serve(role: string): Promise<number> {
   });
   await shutdown(services, workers, app);
   return 0;
+}
+
+/**
+ * One plain line on stderr, whatever the log's format (pino's JSON is on stdout): what an
+ * operator reads first in a terminal or `docker logs`.
+ */
+function say(line: string): void {
+  process.stderr.write(`${line}\n`);
 }
 
 async function shutdown(services: Services, workers: WorkerPool, app: Awaited<ReturnType<typeof buildApp>> | undefined) {

@@ -408,9 +408,10 @@ async function compose(): Promise<void> {
   const { task, output } = await imgapi.run('resize', photo, { width: 200, format: 'webp' }, { timeoutMs: 120_000 });
   const meta = await sharp(Buffer.from(await output.blob!.arrayBuffer())).metadata();
   check(meta.format === 'webp' && meta.width === 200, `the scaled job's output decodes as ${meta.format} ${meta.width} px wide`);
-  const health = (await (await fetch(`${url}/readyz`)).json()) as { checks: { database: { ok: boolean } } };
-  check(health.checks.database.ok, 'the API does not reach PostgreSQL');
-  summary.push(`compose: a resize queued on \`api\` (no workers) ran on \`worker\` through PostgreSQL (${task.taskId})`);
+  const readiness = (await (await fetch(`${url}/readyz`)).json()) as { checks: Record<string, { ok: boolean; detail?: string }> };
+  const failing = Object.entries(readiness.checks).filter(([, c]) => !c.ok);
+  check(failing.length === 0, `the API's /readyz reports ${failing.map(([name, c]) => `${name}: ${c.detail ?? 'not ok'}`).join('; ')}`);
+  summary.push(`compose: a resize queued on \`api\` (no workers) ran on \`worker\` through PostgreSQL (${task.taskId}); api's /readyz all ok`);
 }
 
 async function main(): Promise<void> {

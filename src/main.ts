@@ -5,7 +5,7 @@
 // Configuration errors end with a message naming the variable, not a stack trace.
 import { parseArgs } from 'node:util';
 import { buildApp } from './http/app.js';
-import { ConfigError, environmentHelp, loadConfig } from './config.js';
+import { ConfigError, environmentHelp, loadConfig, type Config } from './config.js';
 import { createServices, type Services } from './services.js';
 import { WorkerPool } from './worker/worker.js';
 import { checkPlan, createAccount, createApiKey, findAccountByEmail, listApiKeys, revokeApiKey, setPassword, setPlan } from './accounts/accounts.js';
@@ -133,13 +133,13 @@ async function serve(role: string): Promise<number> {
     const token = await announceSetupToken({ database: services.database, clock: services.clock, logger: services.logger });
     const parts = [`imgapi ${VERSION} listening on ${config.host}:${config.port}`, `dashboard: ${config.publicUrl}/`];
     if (token) parts.push(setupInstructions(config.publicUrl, token));
-    say(parts.join('; '));
+    say(config, parts.join('; '));
   } else {
     services.logger.info(
       { role, workers: workers.concurrency, workerId: workers.id, database: config.database.dialect, storage: services.storage.name },
       'imgapi worker started',
     );
-    say(`imgapi ${VERSION} worker running ${workers.concurrency} task slots`);
+    say(config, `imgapi ${VERSION} worker running ${workers.concurrency} task slots`);
   }
   workers.start();
   services.maintenance.start();
@@ -157,10 +157,10 @@ async function serve(role: string): Promise<number> {
 
 /**
  * One plain line on stderr, whatever the log's format (pino's JSON is on stdout): what an
- * operator reads first in a terminal or `docker logs`.
+ * operator reads first in a terminal or `docker logs`. LOG_LEVEL=silent silences it too.
  */
-function say(line: string): void {
-  process.stderr.write(`${line}\n`);
+function say(config: Config, line: string): void {
+  if (config.logLevel !== 'silent') process.stderr.write(`${line}\n`);
 }
 
 async function shutdown(services: Services, workers: WorkerPool, app: Awaited<ReturnType<typeof buildApp>> | undefined) {

@@ -3,6 +3,7 @@
 // commands, backup, restore and copy-to (src/ops/cli.ts), and the client commands (run, upload,
 // task, download: src/cli/client.ts).
 // Configuration errors end with a message naming the variable, not a stack trace.
+import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { buildApp } from './http/app.js';
 import { ConfigError, environmentHelp, loadConfig, type Config } from './config.js';
@@ -131,7 +132,8 @@ async function serve(role: string): Promise<number> {
     );
     // A fresh installation: the operator creates the first administrator with a one-time token.
     const token = await announceSetupToken({ database: services.database, clock: services.clock, logger: services.logger });
-    const parts = [`imgapi ${VERSION} listening on ${config.host}:${config.port}`, `dashboard: ${config.publicUrl}/`];
+    const { port } = app.server.address() as AddressInfo; // PORT=0 listens on a port of the system's choosing
+    const parts = [`imgapi ${VERSION} listening on ${config.host}:${port}`, `dashboard: ${config.publicUrl}/`];
     if (token) parts.push(setupInstructions(config.publicUrl, token));
     say(config, parts.join('; '));
   } else {

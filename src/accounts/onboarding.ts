@@ -1,6 +1,7 @@
 // How accounts come to be from the dashboard: the first administrator through a one-time setup
-// token printed once when the server starts, then sign-ups as SIGNUP_MODE allows (open, by invitation,
-// or closed). Sign-ups start on Free. Passwords are checked in constant time, known email or not.
+// token printed when the server starts, then sign-ups as SIGNUP_MODE allows (open, by
+// invitation, or closed). Sign-ups start on Free. Passwords are checked in constant time, known
+// email or not.
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';

@@ -4,7 +4,7 @@
 #   docker build --build-arg IMGAPI_VERSION=$(npm pkg get version | tr -d '"') -t imgapi .
 #   docker run -d --name imgapi -p 3000:3000 -v imgapi-data:/data --stop-timeout 45 \
 #     --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
-#     --security-opt systempaths=unconfined imgapi          # (podman: --security-opt unmask=/proc/*)
+#     --security-opt systempaths=unconfined imgapi    # podman needs only systempaths=unconfined
 #
 # The --security-opt flags are for the converter sandbox (CONVERTER_SANDBOX, default `required`):
 # LibreOffice and poppler run inside bubblewrap, which needs to create a user namespace and mount

@@ -1,11 +1,15 @@
 #!/usr/bin/env node
-// `npx imgapi …` from a checkout: build first when the compiled code is missing or stale.
+// `npx imgapi …` from a checkout: build first when the compiled code is missing or stale. An
+// installed build without the sources (the container image) runs what it has.
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-// Setup's notes go to stderr: stdout belongs to the command (`keys create` prints the key there).
-const setup = spawnSync(process.execPath, [path.join(root, 'scripts', 'setup.mjs'), '--build-only'], { stdio: ['ignore', 2, 2], cwd: root });
-if (setup.status !== 0) process.exit(setup.status ?? 1);
+if (fs.existsSync(path.join(root, 'src'))) {
+  // Setup's notes go to stderr: stdout belongs to the command (`keys create` prints the key there).
+  const setup = spawnSync(process.execPath, [path.join(root, 'scripts', 'setup.mjs'), '--build-only'], { stdio: ['ignore', 2, 2], cwd: root });
+  if (setup.status !== 0) process.exit(setup.status ?? 1);
+}
 await import(path.join(root, 'dist', 'src', 'main.js'));

@@ -4,6 +4,8 @@
 //   node scripts/setup.mjs           before `npm start`
 //   node scripts/setup.mjs --test    before `npm test`  (adds the browser used by browser tests)
 //   node scripts/setup.mjs --bench   before `npm run bench` (adds ImageMagick to compare against)
+//   node scripts/setup.mjs --packages   prints the Debian packages the service runs with, one
+//                                       line, for images that install them (Dockerfile)
 //
 // Plain Node, no npm dependencies: it runs before `npm install`. Silent when there is nothing to
 // do; one short line per action taken; exits non-zero with a readable message when a step fails.
@@ -464,12 +466,13 @@ function buildSubproject(name, shared = []) {
 // ---------------------------------------------------------------------------------------------
 
 function parseMode(argv) {
-  const usage = 'usage: node scripts/setup.mjs [--test | --bench | --build-only]';
+  const usage = 'usage: node scripts/setup.mjs [--test | --bench | --build-only | --packages]';
   if (argv.length > 1) fail(usage);
   if (argv.length === 0) return 'start';
   if (argv[0] === '--test') return 'test';
   if (argv[0] === '--bench') return 'bench';
   if (argv[0] === '--build-only') return 'build-only';
+  if (argv[0] === '--packages') return 'packages';
   if (argv[0] === '--help' || argv[0] === '-h') {
     process.stdout.write(`${usage}\n`);
     process.exit(0);
@@ -479,6 +482,10 @@ function parseMode(argv) {
 
 try {
   const mode = parseMode(process.argv.slice(2));
+  if (mode === 'packages') {
+    process.stdout.write(`${packagesOf(SYSTEM_PACKAGES.filter((row) => row.modes.includes('start'))).join(' ')}\n`);
+    process.exit(0);
+  }
   ensureNpmDeps(ROOT);
   if (mode !== 'build-only') ensureSystemPackages(mode);
   buildServer();

@@ -1790,12 +1790,18 @@ export interface components {
         };
         /**
          * @example {
-         *       "status": "ok"
+         *       "status": "ok",
+         *       "version": "0.1.0"
          *     }
          */
         Health: {
             /** @enum {string} */
             status: "ok";
+            /**
+             * @description The service's version (as `imgapi --version` says)
+             * @example 0.1.0
+             */
+            version: string;
         };
         /**
          * @example {
@@ -3133,7 +3139,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "status": "ok"
+                     *       "status": "ok",
+                     *       "version": "0.1.0"
                      *     }
                      */
                     "application/json": components["schemas"]["Health"];

@@ -3,16 +3,18 @@
 // commands, backup, restore and copy-to (src/ops/cli.ts), and the client commands (run, upload,
 // task, download, webhooks, url: src/cli/client.ts).
 // Configuration errors end with a message naming the variable, not a stack trace.
+import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { buildApp } from './http/app.js';
-import { ConfigError, environmentHelp, loadConfig } from './config.js';
+import { ConfigError, environmentHelp, loadConfig, type Config } from './config.js';
 import { createServices, type Services } from './services.js';
 import { WorkerPool } from './worker/worker.js';
 import { checkPlan, createAccount, createApiKey, findAccountByEmail, listApiKeys, revokeApiKey, setPassword, setPlan } from './accounts/accounts.js';
-import { announceSetupToken } from './accounts/onboarding.js';
+import { announceSetupToken, setupInstructions } from './accounts/onboarding.js';
 import { deleteSessionsOf } from './accounts/sessions.js';
 import { AppError } from './errors.js';
 import { iso } from './clock.js';
+import { VERSION } from './version.js';
 
 const OPS_USAGE = `  backup DIR                      a consistent copy of a running SQLite install: the database and
                                   the objects (with S3, their checksums) and manifest.json
@@ -22,7 +24,7 @@ const OPS_USAGE = `  backup DIR                      a consistent copy of a runn
                                   every table and object to another database (and S3 bucket),
                                   checked; run it again to resume; the source is only read`;
 
-const USAGE = `Usage: imgapi <command> [options]
+const USAGE = `Usage: imgapi <command> [options]   (imgapi ${VERSION})
 
   serve [--role all|api]          HTTP API with in-process workers (default role: all;
                                   api: HTTP only, for many API processes sharing PostgreSQL)
@@ -40,6 +42,7 @@ ${OPS_USAGE}
 
   run, upload, task, download, webhooks, url
                                   the client: see \`imgapi run --help\`
+  --version                       prints imgapi and its version
 
 Environment (also in README.md):
 ${environmentHelp()}`;
@@ -88,6 +91,9 @@ async function main(argv: string[]): Promise<number> {
         [sub, ...rest].filter((a): a is string => a !== undefined),
       );
     }
+    case '--version':
+      console.log(`imgapi ${VERSION}`);
+      return 0;
     case undefined:
     case 'help':
     case '--help':
@@ -125,9 +131,14 @@ async function serve(role: string): Promise<number> {
     }
     services.logger.info({ url: config.publicUrl, ...started }, 'imgapi is serving');
     // A fresh installation: the operator creates the first administrator with a one-time token.
-    await announceSetupToken({ database: services.database, clock: services.clock, logger: services.logger, publicUrl: config.publicUrl });
+    const token = await announceSetupToken({ database: services.database, clock: services.clock, logger: services.logger });
+    const { port } = app.server.address() as AddressInfo; // PORT=0 listens on a port of the system's choosing
+    const parts = [`imgapi ${VERSION} listening on ${config.host}:${port}`, `dashboard: ${config.publicUrl}/`];
+    if (token) parts.push(setupInstructions(config.publicUrl, token));
+    say(config, parts.join('; '));
   } else {
     services.logger.info(started, 'imgapi worker started');
+    say(config, `imgapi ${VERSION} worker running ${workers.concurrency} image and ${workers.aiConcurrency} AI task slots`);
   }
   workers.start();
   services.maintenance.start();
@@ -141,6 +152,14 @@ async function serve(role: string): Promise<number> {
   });
   await shutdown(services, workers, app);
   return 0;
+}
+
+/**
+ * One plain line on stderr, whatever the log's format (pino's JSON is on stdout): what an
+ * operator reads first in a terminal or `docker logs`. LOG_LEVEL=silent silences it too.
+ */
+function say(config: Config, line: string): void {
+  if (config.logLevel !== 'silent') process.stderr.write(`${line}\n`);
 }
 
 async function shutdown(services: Services, workers: WorkerPool, app: Awaited<ReturnType<typeof buildApp>> | undefined) {

@@ -15,6 +15,7 @@ import { findAccountByEmail, verifyPassword } from '../src/accounts/accounts.js'
 import { freePort } from './e2e/processes.js';
 
 const MAIN = path.join(REPO_ROOT, 'dist', 'src', 'main.js');
+const VERSION = (JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 const BIN = path.join(REPO_ROOT, 'bin', 'imgapi.mjs');
 const KEY_PATTERN = /^ik_[A-Za-z0-9_-]{20,}$/;
 /** A line of a printed stack trace. */
@@ -98,6 +99,9 @@ interface Serving {
   child: ChildProcess;
   url: string;
   output: () => string;
+  /** Standard output and standard error apart: the JSON log and the plain start-up line. */
+  stdout: () => string;
+  stderr: () => string;
   /** Resolves with the exit code and signal once the process has ended. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
@@ -121,8 +125,10 @@ async function serve(env: Record<string, string>): Promise<Serving> {
   });
   running.add(child);
   let output = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => ((output += chunk), (stdout += chunk)));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => ((output += chunk), (stderr += chunk)));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => {
       running.delete(child);
@@ -146,7 +152,7 @@ async function serve(env: Record<string, string>): Promise<Serving> {
     }
     await sleep(100);
   }
-  return { child, url, output: () => output, exited };
+  return { child, url, output: () => output, stdout: () => stdout, stderr: () => stderr, exited };
 }
 
 async function stop(server: Serving, timeoutMs = 10_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
@@ -199,6 +205,7 @@ describe('imgapi CLI', { concurrency: 2 }, () => {
     ]);
     assert.match(help.stdout, /^Usage: imgapi <command>/);
     assert.match(help.stdout, /keys create --email E --name N/);
+    assert.equal((await ok(['--version'], env)).stdout, `imgapi ${VERSION}\n`, "package.json's version");
 
     assertCleanFailure(unknown, 'unknown command "frobnicate"', 'unknown command');
     assert.match(unknown.stderr, /Usage: imgapi <command>/);
@@ -320,14 +327,64 @@ describe('imgapi CLI', { concurrency: 2 }, () => {
     }
   });
 
-  it('SIGTERM stops a serving process with exit 0 within a few seconds', async (t) => {
+  it('serve prints one plain start-up line: version, address, dashboard and, until an administrator exists, a one-time setup link', async (t) => {
+    const { env: base } = scratch(t);
+    // JSON logs on stdout, as in production; the line is on stderr whatever they are.
+    const env = { ...base, LOG_LEVEL: 'info', PUBLIC_URL: 'https://images.example.test' };
+    const startUpLine = async (server: Serving) => {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const line = server
+          .stderr()
+          .split('\n')
+          .find((l) => l.startsWith('imgapi '));
+        if (line) return line;
+        assert.ok(Date.now() < deadline, `no start-up line within 30 s:\n${server.output()}`);
+        await sleep(50);
+      }
+    };
+    const fresh = await serve(env);
+    const port = new URL(fresh.url).port;
+    const line = await startUpLine(fresh);
+    const expected = `imgapi ${VERSION} listening on 127.0.0.1:${port}; dashboard: https://images.example.test/; no administrator yet: create one at https://images.example.test/setup#token=TOKEN (one-time link, valid 24 hours) or run: imgapi users create --email you@example.com --plan max --admin --password …`;
+    const setup = new RegExp(`^${expected.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace('TOKEN', '([A-Za-z0-9_-]{32})')}$`).exec(line);
+    assert.ok(setup, line);
+    const token = setup[1]!;
+    const log = fresh.stdout().trim().split('\n');
+    assert.ok(
+      log.every((l) => JSON.parse(l)),
+      'stdout is the JSON log alone',
+    );
+    assert.ok(!fresh.stdout().includes(token), 'the JSON log never holds the setup token');
+    assert.ok(log.some((l) => (JSON.parse(l) as { msg: string }).msg.startsWith('No administrator account exists yet')));
+    assert.equal(fresh.stderr().split(token).length, 2, 'the token is printed once');
+    const health = await apiFetch(`${fresh.url}/healthz`);
+    assert.deepEqual(JSON.parse(health.body.toString('utf8')), { status: 'ok', version: VERSION });
+
+    // The link's token creates the first administrator; from then on the line gives no link.
+    const created = await fetch(`${fresh.url}/auth/setup`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token, email: 'op@example.com', password: 'operator-pw-1' }),
+    });
+    assert.equal(created.status, 201, await created.text());
+    assert.equal((await stop(fresh)).code, 0);
+    const again = await serve(env);
+    assert.equal(
+      await startUpLine(again),
+      `imgapi ${VERSION} listening on 127.0.0.1:${new URL(again.url).port}; dashboard: https://images.example.test/`,
+    );
+    assert.equal((await stop(again)).code, 0);
+  });
+
+  it('SIGTERM stops a serving process with exit 0 within a few seconds; LOG_LEVEL=silent prints nothing, not even the start-up line', async (t) => {
     const { env } = scratch(t);
-    const server = await serve(env);
+    const server = await serve({ ...env, LOG_LEVEL: 'silent' });
     const started = Date.now();
     const result = await stop(server, 5000);
     assert.deepEqual(result, { code: 0, signal: null }, server.output());
     assert.ok(Date.now() - started < 5000);
-    assert.doesNotMatch(server.output(), STACK_LINE, server.output());
+    assert.equal(server.output(), '');
   });
 
   it('honours DATABASE_URL: accounts, keys and the server on a fresh PostgreSQL database', async (t) => {

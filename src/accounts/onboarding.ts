@@ -1,6 +1,7 @@
 // How accounts come to be from the dashboard: the first administrator through a one-time setup
-// token printed in the server's log, then sign-ups as SIGNUP_MODE allows (open, by invitation,
-// or closed). Sign-ups start on Free. Passwords are checked in constant time, known email or not.
+// token printed when the server starts, then sign-ups as SIGNUP_MODE allows (open, by
+// invitation, or closed). Sign-ups start on Free. Passwords are checked in constant time, known
+// email or not.
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
@@ -24,11 +25,13 @@ export async function adminExists(database: Database): Promise<boolean> {
 const hashSetupToken = (token: string) => sha256Hex(`setup:${token.trim()}`);
 
 /**
- * While no administrator exists, issues a one-time setup token and logs how to use it; returns
- * the token (undefined when an administrator exists). Every serving process issues its own, and
- * any unexpired one works until the first administrator is created.
+ * While no administrator exists, issues a one-time setup token; returns it (undefined when an
+ * administrator exists) for the serving process to print once in its plain start-up line
+ * (setupInstructions). Every serving process issues its own, and any unexpired one works until
+ * the first administrator is created. The structured log says that setup is pending, never the
+ * token: logs are kept and shipped elsewhere, where a credential does not belong.
  */
-export async function announceSetupToken(deps: { database: Database; clock: Clock; logger: Logger; publicUrl: string }): Promise<string | undefined> {
+export async function announceSetupToken(deps: { database: Database; clock: Clock; logger: Logger }): Promise<string | undefined> {
   const { database, clock, logger } = deps;
   if (await adminExists(database)) return undefined;
   const token = crypto.randomBytes(24).toString('base64url');
@@ -39,12 +42,21 @@ export async function announceSetupToken(deps: { database: Database; clock: Cloc
     .values({ token_hash: hashSetupToken(token), created_at: now, expires_at: now + SETUP_TOKEN_TTL_MS })
     .execute();
   logger.warn(
-    { setupUrl: `${deps.publicUrl}/setup`, setupToken: token },
-    `No administrator account exists yet. To create it, open ${deps.publicUrl}/setup and enter the one-time setup token ${token} ` +
-      '(valid for 24 hours, until an administrator exists). Or create one from the command line: ' +
-      'imgapi users create --email you@example.com --plan max --admin --password …',
+    'No administrator account exists yet: the one-time setup link is in the line starting "imgapi" this process printed on standard error ' +
+      `(or create one from the command line: ${CREATE_ADMIN_COMMAND})`,
   );
   return token;
+}
+
+const CREATE_ADMIN_COMMAND = 'imgapi users create --email you@example.com --plan max --admin --password …';
+
+/**
+ * How to make the first administrator, for the start-up line. The token rides in the link's
+ * fragment (#token=…), which browsers never send: it stays out of request logs, proxies and
+ * Referer headers; the setup page reads it from there and fills it in.
+ */
+export function setupInstructions(publicUrl: string, token: string): string {
+  return `no administrator yet: create one at ${publicUrl}/setup#token=${token} (one-time link, valid 24 hours) or run: ${CREATE_ADMIN_COMMAND}`;
 }
 
 interface NewAccount {
@@ -92,7 +104,7 @@ export async function completeSetup(database: Database, clock: Clock, input: New
       .where('expires_at', '>', clock.now())
       .executeTakeFirst();
     if (Number(spent.numDeletedRows) !== 1) {
-      throw new AppError('SETUP_TOKEN_INVALID', 'The setup token is wrong or has expired; the server prints a new one in its log at every start');
+      throw new AppError('SETUP_TOKEN_INVALID', 'The setup token is wrong or has expired; the server prints a new setup link each time it starts');
     }
     const created = await insertAccount(tx, clock, email, passwordHash, 'max', true);
     await tx.deleteFrom('setup_tokens').execute();

@@ -12,6 +12,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { ERROR_STATUS, type ErrorCode } from '../errors.js';
 import { COMPONENT_SCHEMAS, EXAMPLE_IDS, ref } from './schemas.js';
 import { WEBHOOK_DOCUMENT } from './webhook-schemas.js';
+import { VERSION } from '../version.js';
 
 // Error codes ------------------------------------------------------------------------------
 
@@ -439,7 +440,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       openapi: '3.1.0',
       info: {
         title: 'imgapi',
-        version: '1.0.0',
+        version: VERSION,
         description: DESCRIPTION,
         license: { name: 'Proprietary (UNLICENSED)', identifier: 'LicenseRef-UNLICENSED' },
       },

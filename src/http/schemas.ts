@@ -526,10 +526,13 @@ const RESOURCES: Record<string, JsonSchema> = {
 
   Health: {
     type: 'object',
-    required: ['status'],
+    required: ['status', 'version'],
     additionalProperties: false,
-    properties: { status: { type: 'string', const: 'ok' } },
-    examples: [{ status: 'ok' }],
+    properties: {
+      status: { type: 'string', const: 'ok' },
+      version: { type: 'string', description: "The service's version (as `imgapi --version` says)", examples: ['0.1.0'] },
+    },
+    examples: [{ status: 'ok', version: '0.1.0' }],
   },
 
   Readiness: {

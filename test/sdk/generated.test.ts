@@ -34,6 +34,11 @@ function typeCheck(files: string[], compilerOptions: Record<string, unknown>): s
 }
 
 describe('generated SDK types', () => {
+  it("the SDK's package carries the service's version (package.json's, which the server and `imgapi --version` report)", () => {
+    const version = (file: string) => (JSON.parse(fs.readFileSync(path.join(REPO_ROOT, file), 'utf8')) as { version: string }).version;
+    assert.equal(version('sdk/package.json'), version('package.json'));
+  });
+
   it('sdk/openapi.ts is what `npm run sdk:generate` writes from the current document', async () => {
     const expected = await generatedTypes();
     assert.ok(expected === fs.readFileSync(SDK_TYPES, 'utf8'), 'sdk/openapi.ts is stale: run `npm run sdk:generate` and commit it');

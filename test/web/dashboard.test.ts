@@ -11,11 +11,10 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { chromium, type Browser, type BrowserContext, type Page, type Request } from 'playwright-core';
-import { announceSetupToken } from '../../src/accounts/onboarding.js';
+import { announceSetupToken, setupInstructions } from '../../src/accounts/onboarding.js';
 import { Client, REPO_ROOT, corpusFile, startServer, tempDir, type TestServer } from '../helpers.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -48,6 +47,7 @@ describe('dashboard in a real browser', { timeout: 240_000 }, () => {
   let server: TestServer;
   let browser: Browser;
   let setupToken: string;
+  let setupLink: string;
   let operator: { context: BrowserContext; page: Page };
   let user: { context: BrowserContext; page: Page };
   let apiKey: string;
@@ -81,15 +81,13 @@ describe('dashboard in a real browser', { timeout: 240_000 }, () => {
     fs.mkdirSync(SCREENSHOTS, { recursive: true });
     console.log(`dashboard screenshots: ${SCREENSHOTS}`);
     server = await startServer({ env: { SIGNUP_MODE: 'open' }, workers: 2 });
-    // The setup token exactly as an operator finds it: in the server's log.
-    const lines: string[] = [];
-    const log = pino({ level: 'info' }, new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) }));
-    await announceSetupToken({ database: server.services.database, clock: server.services.clock, logger: log, publicUrl: server.url });
-    const line = lines.find((l) => l.includes('No administrator account exists yet'));
-    assert.ok(line, `no setup line in the log: ${lines.join('')}`);
-    const message = JSON.parse(line).msg as string;
-    assert.match(message, new RegExp(`${server.url}/setup`), 'the log line says where to use the token');
-    setupToken = /setup token (\S+)/.exec(message)![1]!;
+    // The setup link exactly as an operator finds it: in the server's start-up line.
+    const token = await announceSetupToken({ database: server.services.database, clock: server.services.clock, logger: pino({ level: 'silent' }) });
+    assert.ok(token);
+    setupToken = token;
+    const line = setupInstructions(server.url, token);
+    setupLink = /create one at (\S+)/.exec(line)![1]!;
+    assert.equal(setupLink, `${server.url}/setup#token=${token}`, line);
     assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: scripts/setup.mjs --test installs Debian's chromium package`);
     browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -114,11 +112,16 @@ describe('dashboard in a real browser', { timeout: 240_000 }, () => {
     console.log(`dashboard screenshots: ${SCREENSHOTS}`);
   });
 
-  it('the operator sets up the installation with the token from the log', async (t) => {
+  it('the operator sets up the installation with the link from the start-up line', async (t) => {
     t.diagnostic(`screenshots in ${SCREENSHOTS}`);
     const { page } = operator;
     await page.goto(`${server.url}/`);
     await page.waitForURL(/\/setup$/);
+    // The link fills the token in, and the address bar no longer shows it.
+    await page.goto('about:blank');
+    await page.goto(setupLink);
+    await page.waitForURL(/\/setup$/);
+    assert.equal(await page.getByLabel('Setup token').inputValue(), setupToken);
     await page.getByLabel('Setup token').fill('not-the-token');
     await page.getByLabel('Operator email').fill(OPERATOR.email);
     await page.getByLabel('Password').fill(OPERATOR.password);

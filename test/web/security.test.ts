@@ -9,7 +9,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { createAccount } from '../../src/accounts/accounts.js';
-import { announceSetupToken } from '../../src/accounts/onboarding.js';
+import { announceSetupToken, setupInstructions } from '../../src/accounts/onboarding.js';
 import { ManualClock } from '../../src/clock.js';
 import { Client, DIALECTS, REPO_ROOT, SessionClient, apiFetch, corpusFile, startServer, type ApiResponse, type TestServer } from '../helpers.js';
 
@@ -237,17 +237,20 @@ for (const dialect of DIALECTS) {
       assert.equal((await new Client(server.url).get('/auth/session', { cookie })).body.data.authenticated, false);
     });
 
-    it('first-run setup takes the one-time token from the log, once', async () => {
+    it('first-run setup takes the one-time token from the start-up line, once; the log never holds it', async () => {
       const fresh = await startServer({ dialect, workers: 0 });
       try {
         const lines: string[] = [];
         const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
-        const token = await announceSetupToken({ database: fresh.services.database, clock: fresh.services.clock, logger, publicUrl: fresh.url });
+        const token = await announceSetupToken({ database: fresh.services.database, clock: fresh.services.clock, logger });
         assert.ok(token);
         assert.ok(
-          lines.some((l) => l.includes(token) && l.includes(`${fresh.url}/setup`) && l.includes('imgapi users create')),
-          'the log says how to use it',
+          lines.some((l) => l.includes('No administrator account exists yet') && l.includes('imgapi users create')),
+          'the log says setup is pending and how to proceed',
         );
+        assert.ok(!lines.some((l) => l.includes(token)), 'the structured log never holds the token');
+        const instructions = setupInstructions(fresh.url, token);
+        assert.ok(instructions.includes(`${fresh.url}/setup#token=${token} `) && instructions.includes('imgapi users create'), instructions);
         const client = new SessionClient(fresh.url);
         assert.equal((await client.get('/auth/session')).body.data.setupRequired, true);
         // "Whoever signs up first" does not become the operator.
@@ -262,10 +265,7 @@ for (const dialect of DIALECTS) {
         assert.equal(ok.body.data.setupRequired, false);
         const again = await new Client(fresh.url).post('/auth/setup', { token, email: 'op2@example.com', password: 'operator-pw-1' });
         assert.equal(code(again), 'SETUP_COMPLETED');
-        assert.equal(
-          await announceSetupToken({ database: fresh.services.database, clock: fresh.services.clock, logger, publicUrl: fresh.url }),
-          undefined,
-        );
+        assert.equal(await announceSetupToken({ database: fresh.services.database, clock: fresh.services.clock, logger }), undefined);
         assert.equal((await client.get('/dashboard-api/admin/queue')).status, 200, 'the operator reaches the operator routes');
       } finally {
         await fresh.close();
@@ -275,12 +275,7 @@ for (const dialect of DIALECTS) {
     it('an administrator made by the CLI closes setup', async () => {
       const fresh = await startServer({ dialect, workers: 0 });
       try {
-        const token = await announceSetupToken({
-          database: fresh.services.database,
-          clock: fresh.services.clock,
-          logger: silent,
-          publicUrl: fresh.url,
-        });
+        const token = await announceSetupToken({ database: fresh.services.database, clock: fresh.services.clock, logger: silent });
         await createAccount(fresh.services.database, fresh.services.clock, {
           email: 'cli-admin@example.com',
           plan: 'max',

@@ -5,6 +5,7 @@ import type { Sandbox } from '../../documents/sandbox.js';
 import type { Services } from '../../services.js';
 import { NO_SECURITY, bytes, publicResponses, type Success } from '../openapi.js';
 import { COMPONENT_SCHEMAS, ref } from '../schemas.js';
+import { VERSION } from '../../version.js';
 
 interface Check {
   ok: boolean;
@@ -36,7 +37,7 @@ export function opsRoutes(app: FastifyInstance, services: Services): void {
         response: publicResponses({ 200: plain('The process serves', 'Health') }),
       },
     },
-    async () => ({ status: 'ok' }),
+    async () => ({ status: 'ok', version: VERSION }),
   );
 
   app.get(

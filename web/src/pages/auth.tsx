@@ -1,5 +1,5 @@
 // Login, sign-up and first-run setup.
-import { useState, type FormEvent, type ReactNode } from 'react';
+import { useEffect, useState, type FormEvent, type ReactNode } from 'react';
 import { api, type SessionInfo } from '../api';
 import { ErrorBox, PageTitle } from '../components';
 import { Link, navigate, useLocation } from '../router';
@@ -170,15 +170,21 @@ export function SignupPage() {
 
 export function SetupPage() {
   const { info } = useSession();
-  const [token, setToken] = useState('');
+  // The start-up line's link carries the token in its fragment (never sent to the server): fill
+  // it in, and take it out of the address bar and the history.
+  const [token, setToken] = useState(() => new URLSearchParams(location.hash.slice(1)).get('token') ?? '');
+  useEffect(() => {
+    if (location.hash) history.replaceState(history.state, '', location.pathname + location.search);
+  }, []);
   const credentials = useCredentials();
   const form = useSubmit('/auth/setup', () => ({ token: token.trim(), email: credentials.email, password: credentials.password }));
   if (info && !info.setupRequired) return <NothingToDo title="Setup">This installation already has an operator account.</NothingToDo>;
   return (
     <AuthCard title="Set up this installation">
       <p className="muted">
-        Create the operator (administrator) account. The server printed a one-time setup token in its log when it started (look for “No administrator
-        account exists yet”). Operators can also run <code>imgapi users create --admin</code> instead.
+        Create the operator (administrator) account. When it started, the server printed a one-time setup link on its standard error (the line
+        starting “imgapi”, which says “no administrator yet”); opening it fills the token in. Operators can also run{' '}
+        <code>imgapi users create --admin</code> instead.
       </p>
       <AuthForm form={form} label="Create the operator account" busyLabel="Creating…">
         <label>

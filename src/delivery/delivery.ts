@@ -50,7 +50,7 @@ export interface DeliveryRequest {
 
 export interface Delivered {
   render: CachedRender;
-  /** The stored render's stream (a hit), or the bytes just made (a miss). */
+  /** The render's bytes (a miss, or a hit from memory), or its stored object's stream. */
   body: Readable | Buffer;
   hit: boolean;
   /** The format came from Accept (f:auto): the answer varies by it. */
@@ -92,7 +92,10 @@ export class Delivery {
   private readonly inFlight = new Map<string, Promise<Made>>();
 
   constructor(private readonly services: DeliveryServices) {
-    this.cache = new RenderCache(services.database, services.storage, services.config.renderCacheMaxBytes);
+    this.cache = new RenderCache(services.database, services.storage, services.config.renderCacheMaxBytes, services.config.renderMemoryCacheBytes);
+    // A purge here: the other processes drop the renders they keep in memory now.
+    this.cache.onPurge = () => services.events.changed('renders');
+    services.events.on('changed:renders', () => this.cache.forgetMemory());
     this.slots = new RenderSlots(services.config.renderConcurrency, services.config.renderQueueMs);
     // Another process deleted a key: drop this process's copies now.
     services.events.on('changed:signing-keys', () => forgetSigningKeys(services.database));
@@ -140,9 +143,8 @@ export class Delivery {
     const formatClass = typeof format === 'function' ? 'auto-legacy' : (format ?? 'source');
     const keyOf = (sourceId: string, version: string) => sha256Hex([key.accountId, sourceId, version, normalise(transform), formatClass].join('\n'));
     const hit = async (cacheKey: string): Promise<Delivered | undefined> => {
-      const cached = await this.cache.find(cacheKey, now);
-      const body = cached && (await this.cache.open(cached));
-      return cached && body ? { render: cached, body, hit: true, negotiated } : undefined;
+      const found = await this.cache.lookup(cacheKey, now);
+      return found && { ...found, hit: true, negotiated };
     };
 
     // A file's bytes never change: its id is its version, so a hit needs no read of the file
@@ -257,7 +259,8 @@ export class Delivery {
           source: source.id,
           preset,
           contentType: mediaTypeOf(made.format),
-          etag: sha256Hex(made.data).slice(0, 32),
+          // The key names these exact bytes (source version, transform, format): no hash of the output needed.
+          etag: cacheKey.slice(0, 32),
           data: made.data,
           expiresAt: source.expiresAt,
         },
@@ -300,17 +303,21 @@ export class Delivery {
     }
   }
 
-  /** The source on this machine's disk (local storage: where it is; S3: a copy), rendered. */
+  /**
+   * The source on this machine's disk (local storage: where it is; S3: a copy in a temporary
+   * directory), rendered. A local source needs no directory: the delivery's steps (rotate,
+   * flip, resize, effects) write no files.
+   */
   private async renderSource(source: Source, transform: Transform, format: RenderFormat, limits: PlanLimits, signal: AbortSignal, deadline: number) {
     const { storage } = this.services;
+    const localPath = storage.localPath?.(source.storageKey);
+    const job = { inputFormat: source.format, transform, format, limits, deadline, signal };
+    if (localPath) return render({ ...job, inputPath: localPath, tmpDir: os.tmpdir() });
     const tmpDir = await fs.promises.mkdtemp(path.join(os.tmpdir(), ownedTempPrefix('imgapi-render-')));
     try {
-      let inputPath = storage.localPath?.(source.storageKey);
-      if (!inputPath) {
-        inputPath = path.join(tmpDir, 'source');
-        await pipeline(await storage.get(source.storageKey), fs.createWriteStream(inputPath), { signal });
-      }
-      return await render({ inputPath, inputFormat: source.format, transform, format, limits, deadline, signal, tmpDir });
+      const inputPath = path.join(tmpDir, 'source');
+      await pipeline(await storage.get(source.storageKey), fs.createWriteStream(inputPath), { signal });
+      return await render({ ...job, inputPath, tmpDir });
     } finally {
       await fs.promises.rm(tmpDir, { recursive: true, force: true });
     }

@@ -72,6 +72,8 @@ interface Source {
 const FILE_ID = /^[A-Za-z0-9_-]{1,100}$/;
 /** A stored file is never rewritten: its id names its bytes for ever. */
 const FILE_VERSION = 'immutable';
+/** How many transform texts are kept parsed. */
+const PARSED_ENTRIES = 10_000;
 
 const signatureInvalid = () => new AppError('SIGNATURE_INVALID', 'The URL signature does not match its key, or the key is unknown or deleted');
 
@@ -88,6 +90,8 @@ export interface DeliveryServices {
 export class Delivery {
   readonly cache: RenderCache;
   private readonly slots: RenderSlots;
+  /** Transform texts without a preset, parsed (parseTransform). */
+  private readonly parsed = new Map<string, ParsedTransform>();
   /** Renders in progress in this process, by cache key. */
   private readonly inFlight = new Map<string, Promise<Made>>();
 
@@ -125,23 +129,12 @@ export class Delivery {
     if (key.disabled) throw new AppError('ACCOUNT_DISABLED', 'The account of this URL has been disabled by the operator');
     const limits = limitsOf(this.services.plans, key.plan);
 
-    // What was signed is the text as sent; what is read is its decoded form (w%3A100 is w:100).
-    let decoded: string;
-    try {
-      decoded = decodeURIComponent(transformText);
-    } catch {
-      throw invalidPair('transform', 'is not valid percent-encoding');
-    }
-    const pairs = parsePairs(decoded);
-    const presetName = presetOf(pairs);
-    const preset = presetName ? await findPreset(database, key.accountId, presetName) : undefined;
-    if (presetName && !preset) throw invalidPair('p', `the account has no preset named "${presetName}"`);
-    const transform = resolveTransform(pairs, preset?.pairs);
+    const { transform, normalised, presetName } = await this.parseTransform(key.accountId, transformText);
     const now = clock.now();
     const negotiated = transform.f === 'auto';
     const format = outputFormat(transform, request.accept);
     const formatClass = typeof format === 'function' ? 'auto-legacy' : (format ?? 'source');
-    const keyOf = (sourceId: string, version: string) => sha256Hex([key.accountId, sourceId, version, normalise(transform), formatClass].join('\n'));
+    const keyOf = (sourceId: string, version: string) => sha256Hex([key.accountId, sourceId, version, normalised, formatClass].join('\n'));
     const hit = async (cacheKey: string): Promise<Delivered | undefined> => {
       const found = await this.cache.lookup(cacheKey, now);
       return found && { ...found, hit: true, negotiated };
@@ -165,6 +158,33 @@ export class Delivery {
     }
     const made = await pending;
     return { render: made.render, body: made.data, hit: false, negotiated };
+  }
+
+  /**
+   * The transform of a URL's transform text, its presets expanded. Texts without a preset (whose
+   * meaning never changes) are kept parsed, a bounded number, so a hit does not parse them again.
+   */
+  private async parseTransform(accountId: string, text: string): Promise<ParsedTransform> {
+    const known = this.parsed.get(text);
+    if (known) return known;
+    // What was signed is the text as sent; what is read is its decoded form (w%3A100 is w:100).
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(text);
+    } catch {
+      throw invalidPair('transform', 'is not valid percent-encoding');
+    }
+    const pairs = parsePairs(decoded);
+    const presetName = presetOf(pairs);
+    const preset = presetName ? await findPreset(this.services.database, accountId, presetName) : undefined;
+    if (presetName && !preset) throw invalidPair('p', `the account has no preset named "${presetName}"`);
+    const transform = resolveTransform(pairs, preset?.pairs);
+    const parsed = { transform, normalised: normalise(transform), presetName };
+    if (!presetName) {
+      if (this.parsed.size >= PARSED_ENTRIES) this.parsed.delete(this.parsed.keys().next().value!);
+      this.parsed.set(text, parsed);
+    }
+    return parsed;
   }
 
   /** Where the source is and which version of it; 404 for another account's or a missing one. */
@@ -322,6 +342,12 @@ export class Delivery {
       await fs.promises.rm(tmpDir, { recursive: true, force: true });
     }
   }
+}
+
+interface ParsedTransform {
+  transform: Transform;
+  normalised: string;
+  presetName: string | undefined;
 }
 
 /** A render just made: its entry, and its bytes (served from memory to everyone who waited for it). */

@@ -50,7 +50,7 @@ export interface DeliveryRequest {
 
 export interface Delivered {
   render: CachedRender;
-  /** The stored render's stream (a hit), or the bytes just made (a miss). */
+  /** The render's bytes (a miss, or a hit from memory), or its stored object's stream. */
   body: Readable | Buffer;
   hit: boolean;
   /** The format came from Accept (f:auto): the answer varies by it. */
@@ -72,6 +72,8 @@ interface Source {
 const FILE_ID = /^[A-Za-z0-9_-]{1,100}$/;
 /** A stored file is never rewritten: its id names its bytes for ever. */
 const FILE_VERSION = 'immutable';
+/** How many transform texts are kept parsed. */
+const PARSED_ENTRIES = 10_000;
 
 const signatureInvalid = () => new AppError('SIGNATURE_INVALID', 'The URL signature does not match its key, or the key is unknown or deleted');
 
@@ -88,11 +90,16 @@ export interface DeliveryServices {
 export class Delivery {
   readonly cache: RenderCache;
   private readonly slots: RenderSlots;
+  /** Transform texts without a preset, parsed (parseTransform). */
+  private readonly parsed = new Map<string, ParsedTransform>();
   /** Renders in progress in this process, by cache key. */
   private readonly inFlight = new Map<string, Promise<Made>>();
 
   constructor(private readonly services: DeliveryServices) {
-    this.cache = new RenderCache(services.database, services.storage, services.config.renderCacheMaxBytes);
+    this.cache = new RenderCache(services.database, services.storage, services.config.renderCacheMaxBytes, services.config.renderMemoryCacheBytes);
+    // A purge here: the other processes drop the renders they keep in memory now.
+    this.cache.onPurge = () => services.events.changed('renders');
+    services.events.on('changed:renders', () => this.cache.forgetMemory());
     this.slots = new RenderSlots(services.config.renderConcurrency, services.config.renderQueueMs);
     // Another process deleted a key: drop this process's copies now.
     services.events.on('changed:signing-keys', () => forgetSigningKeys(services.database));
@@ -122,27 +129,15 @@ export class Delivery {
     if (key.disabled) throw new AppError('ACCOUNT_DISABLED', 'The account of this URL has been disabled by the operator');
     const limits = limitsOf(this.services.plans, key.plan);
 
-    // What was signed is the text as sent; what is read is its decoded form (w%3A100 is w:100).
-    let decoded: string;
-    try {
-      decoded = decodeURIComponent(transformText);
-    } catch {
-      throw invalidPair('transform', 'is not valid percent-encoding');
-    }
-    const pairs = parsePairs(decoded);
-    const presetName = presetOf(pairs);
-    const preset = presetName ? await findPreset(database, key.accountId, presetName) : undefined;
-    if (presetName && !preset) throw invalidPair('p', `the account has no preset named "${presetName}"`);
-    const transform = resolveTransform(pairs, preset?.pairs);
+    const { transform, normalised, presetName } = await this.parseTransform(key.accountId, transformText);
     const now = clock.now();
     const negotiated = transform.f === 'auto';
     const format = outputFormat(transform, request.accept);
     const formatClass = typeof format === 'function' ? 'auto-legacy' : (format ?? 'source');
-    const keyOf = (sourceId: string, version: string) => sha256Hex([key.accountId, sourceId, version, normalise(transform), formatClass].join('\n'));
+    const keyOf = (sourceId: string, version: string) => sha256Hex([key.accountId, sourceId, version, normalised, formatClass].join('\n'));
     const hit = async (cacheKey: string): Promise<Delivered | undefined> => {
-      const cached = await this.cache.find(cacheKey, now);
-      const body = cached && (await this.cache.open(cached));
-      return cached && body ? { render: cached, body, hit: true, negotiated } : undefined;
+      const found = await this.cache.lookup(cacheKey, now);
+      return found && { ...found, hit: true, negotiated };
     };
 
     // A file's bytes never change: its id is its version, so a hit needs no read of the file
@@ -163,6 +158,33 @@ export class Delivery {
     }
     const made = await pending;
     return { render: made.render, body: made.data, hit: false, negotiated };
+  }
+
+  /**
+   * The transform of a URL's transform text, its presets expanded. Texts without a preset (whose
+   * meaning never changes) are kept parsed, a bounded number, so a hit does not parse them again.
+   */
+  private async parseTransform(accountId: string, text: string): Promise<ParsedTransform> {
+    const known = this.parsed.get(text);
+    if (known) return known;
+    // What was signed is the text as sent; what is read is its decoded form (w%3A100 is w:100).
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(text);
+    } catch {
+      throw invalidPair('transform', 'is not valid percent-encoding');
+    }
+    const pairs = parsePairs(decoded);
+    const presetName = presetOf(pairs);
+    const preset = presetName ? await findPreset(this.services.database, accountId, presetName) : undefined;
+    if (presetName && !preset) throw invalidPair('p', `the account has no preset named "${presetName}"`);
+    const transform = resolveTransform(pairs, preset?.pairs);
+    const parsed = { transform, normalised: normalise(transform), presetName };
+    if (!presetName) {
+      if (this.parsed.size >= PARSED_ENTRIES) this.parsed.delete(this.parsed.keys().next().value!);
+      this.parsed.set(text, parsed);
+    }
+    return parsed;
   }
 
   /** Where the source is and which version of it; 404 for another account's or a missing one. */
@@ -257,7 +279,8 @@ export class Delivery {
           source: source.id,
           preset,
           contentType: mediaTypeOf(made.format),
-          etag: sha256Hex(made.data).slice(0, 32),
+          // The key names these exact bytes (source version, transform, format): no hash of the output needed.
+          etag: cacheKey.slice(0, 32),
           data: made.data,
           expiresAt: source.expiresAt,
         },
@@ -300,21 +323,31 @@ export class Delivery {
     }
   }
 
-  /** The source on this machine's disk (local storage: where it is; S3: a copy), rendered. */
+  /**
+   * The source on this machine's disk (local storage: where it is; S3: a copy in a temporary
+   * directory), rendered. A local source needs no directory: the delivery's steps (rotate,
+   * flip, resize, effects) write no files.
+   */
   private async renderSource(source: Source, transform: Transform, format: RenderFormat, limits: PlanLimits, signal: AbortSignal, deadline: number) {
     const { storage } = this.services;
+    const localPath = storage.localPath?.(source.storageKey);
+    const job = { inputFormat: source.format, transform, format, limits, deadline, signal };
+    if (localPath) return render({ ...job, inputPath: localPath, tmpDir: os.tmpdir() });
     const tmpDir = await fs.promises.mkdtemp(path.join(os.tmpdir(), ownedTempPrefix('imgapi-render-')));
     try {
-      let inputPath = storage.localPath?.(source.storageKey);
-      if (!inputPath) {
-        inputPath = path.join(tmpDir, 'source');
-        await pipeline(await storage.get(source.storageKey), fs.createWriteStream(inputPath), { signal });
-      }
-      return await render({ inputPath, inputFormat: source.format, transform, format, limits, deadline, signal, tmpDir });
+      const inputPath = path.join(tmpDir, 'source');
+      await pipeline(await storage.get(source.storageKey), fs.createWriteStream(inputPath), { signal });
+      return await render({ ...job, inputPath, tmpDir });
     } finally {
       await fs.promises.rm(tmpDir, { recursive: true, force: true });
     }
   }
+}
+
+interface ParsedTransform {
+  transform: Transform;
+  normalised: string;
+  presetName: string | undefined;
 }
 
 /** A render just made: its entry, and its bytes (served from memory to everyone who waited for it). */

@@ -8,8 +8,18 @@
 // - "Last used" is written at most once a minute per render (REFRESH_USED_MS), from the row the
 //   hit read anyway: a hit costs one indexed read and, rarely, one write.
 // - Eviction: after each store, while the index holds more than RENDER_CACHE_MAX_BYTES, the
-//   least recently used go (their rows first, then their objects).
+//   least recently used go (their rows first, then their objects), a batch at a time, down to
+//   90 % of the cap. The index's size is not summed on every store (a SUM over the whole table:
+//   over a second for a full cache): each process keeps a running total, re-summed at most once a minute (RESUM_MS) and
+//   whenever it evicts, and adds what it stores meanwhile. Other processes' stores reach it at
+//   the next re-sum, so with several processes the cap is approximate: over by at most what the
+//   others stored in the last minute.
 // - Purges: by source (a file deleted, an origin deleted) and by preset (changed or deleted).
+// - Memory: renders up to MEMORY_ITEM_BYTES are also kept in this process's memory
+//   (RENDER_MEMORY_CACHE_BYTES, least recently used out), so a hit reads no file. An entry is
+//   served without a look at its row for at most MEMORY_CHECK_MS (the signing keys' bound); a
+//   purge here drops its entries at once, and `onPurge` tells the other processes (delivery.ts:
+//   PostgreSQL NOTIFY), which otherwise stop serving a purged render within MEMORY_CHECK_MS.
 // Renders are no account's files: nothing here touches storageBytes.
 import type { Database } from '../db/database.js';
 import { isObjectNotFound, type ObjectStorage } from '../storage/storage.js';
@@ -19,6 +29,14 @@ const RENDERS_PREFIX = 'renders';
 /** "Last used" is bumped at most this often per render. */
 const REFRESH_USED_MS = 60_000;
 const EVICT_BATCH = 100;
+/** The running total of the index's bytes is re-summed from the table at most this often. */
+const RESUM_MS = 60_000;
+/** Renders larger than this are not kept in memory. */
+const MEMORY_ITEM_BYTES = 256 * 1024;
+/** A render in memory is served this long before its row is looked at again (purges elsewhere). */
+const MEMORY_CHECK_MS = 900;
+/** Past the cap, eviction goes down to this share of it. */
+const EVICT_TO = 0.9;
 
 export interface CachedRender {
   key: string;
@@ -40,24 +58,67 @@ export interface NewRender {
 }
 
 export class RenderCache {
+  /** This process's idea of the index's bytes (see the header), and when it was last summed. */
+  private knownBytes = 0;
+  private summedAt = -Infinity;
+  /** Small renders in memory, least recently used first (a Map keeps insertion order). */
+  private readonly memory = new Map<string, Remembered>();
+  private memoryBytes = 0;
+  /** Told of every purge (delivery.ts passes it on to the other processes). */
+  onPurge: () => void = () => {};
+
   constructor(
     private readonly database: Database,
     private readonly storage: ObjectStorage,
     private readonly maxBytes: number,
+    private readonly memoryMaxBytes = 0,
   ) {}
 
-  /** The stored render of `key`, if any (not past its source's expiry); bumps its use now and then. */
-  async find(key: string, now: number): Promise<CachedRender | undefined> {
+  /**
+   * The stored render of `key` and its bytes (from memory, or a stream of its object), if any
+   * and not past its source's expiry; bumps its use now and then.
+   */
+  async lookup(key: string, now: number): Promise<{ render: CachedRender; body: Buffer | Readable } | undefined> {
+    const remembered = this.memory.get(key);
+    if (remembered && (remembered.expiresAt === null || remembered.expiresAt > now)) {
+      this.memory.delete(key);
+      this.memory.set(key, remembered);
+      if (performance.now() - remembered.checkedAt <= MEMORY_CHECK_MS) return { render: remembered.render, body: remembered.data };
+    }
+    const render = await this.find(key, now);
+    if (!render) {
+      this.forget(key);
+      return undefined;
+    }
+    if (remembered && remembered.render.storageKey === render.storageKey) {
+      remembered.checkedAt = performance.now();
+      return { render, body: remembered.data };
+    }
+    const body = await this.open(render);
+    if (!body || render.bytes > MEMORY_ITEM_BYTES || this.memoryMaxBytes === 0) return body && { render, body };
+    const data = Buffer.concat(await body.toArray());
+    this.remember(render, data);
+    return { render, body: data };
+  }
+
+  /** Drops every render this process keeps in memory (another process purged some). */
+  forgetMemory(): void {
+    this.memory.clear();
+    this.memoryBytes = 0;
+  }
+
+  private async find(key: string, now: number): Promise<(CachedRender & { expiresAt: number | null }) | undefined> {
     const row = await this.database.db.selectFrom('render_cache').selectAll().where('key', '=', key).executeTakeFirst();
     if (!row || (row.expires_at !== null && Number(row.expires_at) <= now)) return undefined;
     if (now - Number(row.last_used_at) > REFRESH_USED_MS) {
       await this.database.db.updateTable('render_cache').set({ last_used_at: now }).where('key', '=', key).execute();
     }
-    return { key, storageKey: row.storage_key, contentType: row.content_type, etag: row.etag, bytes: Number(row.bytes) };
+    const expiresAt = row.expires_at === null ? null : Number(row.expires_at);
+    return { key, storageKey: row.storage_key, contentType: row.content_type, etag: row.etag, bytes: Number(row.bytes), expiresAt };
   }
 
   /** The render's bytes; undefined when its object went (evicted or purged by another process meanwhile). */
-  async open(render: CachedRender): Promise<Readable | undefined> {
+  private async open(render: CachedRender): Promise<Readable | undefined> {
     try {
       return await this.storage.get(render.storageKey);
     } catch (err) {
@@ -67,6 +128,25 @@ export class RenderCache {
       }
       throw err;
     }
+  }
+
+  private remember(render: CachedRender & { expiresAt: number | null }, data: Buffer): void {
+    if (data.length > MEMORY_ITEM_BYTES || data.length > this.memoryMaxBytes) return;
+    this.forget(render.key);
+    const { expiresAt, ...entry } = render;
+    this.memory.set(render.key, { render: entry, data, expiresAt, checkedAt: performance.now() });
+    this.memoryBytes += data.length;
+    for (const [key] of this.memory) {
+      if (this.memoryBytes <= this.memoryMaxBytes) break;
+      this.forget(key);
+    }
+  }
+
+  private forget(key: string): void {
+    const remembered = this.memory.get(key);
+    if (!remembered) return;
+    this.memory.delete(key);
+    this.memoryBytes -= remembered.data.length;
   }
 
   /** Stores a render (object first, then its row), then evicts past the size cap. */
@@ -91,8 +171,11 @@ export class RenderCache {
       .values({ key: render.key, ...values })
       .onConflict((oc) => oc.column('key').doUpdateSet(values))
       .execute();
-    await this.evict(render.key);
-    return { key: render.key, storageKey, contentType: render.contentType, etag: render.etag, bytes: render.data.length };
+    this.knownBytes += render.data.length;
+    const stored = { key: render.key, storageKey, contentType: render.contentType, etag: render.etag, bytes: render.data.length };
+    this.remember({ ...stored, expiresAt: render.expiresAt }, render.data);
+    if (performance.now() - this.summedAt > RESUM_MS || this.knownBytes > this.maxBytes) await this.evict(render.key);
+    return stored;
   }
 
   /** Bytes of every stored render (the cache-bytes gauge). */
@@ -105,13 +188,16 @@ export class RenderCache {
   }
 
   /**
-   * Deletes the least recently used renders while the cache is over its cap; never `keep` (the
+   * When the cache is over its cap, deletes the least recently used renders until it is under
+   * 90 % of it (so that a full cache is not evicted from on every store); never `keep` (the
    * render just stored, about to be served, even when it alone passes the cap).
    */
   async evict(keep?: string): Promise<number> {
     let total = await this.totalBytes();
+    this.summedAt = performance.now();
     let evicted = 0;
-    while (total > this.maxBytes) {
+    const target = total > this.maxBytes ? Math.floor(this.maxBytes * EVICT_TO) : total;
+    while (total > target) {
       const oldest = await this.database.db
         .selectFrom('render_cache')
         .select(['key', 'storage_key', 'bytes'])
@@ -122,7 +208,7 @@ export class RenderCache {
       if (oldest.length === 0 || (oldest.length === 1 && oldest[0]!.key === keep)) break;
       const going: typeof oldest = [];
       for (const row of oldest) {
-        if (total <= this.maxBytes) break;
+        if (total <= target) break;
         if (row.key === keep) continue;
         going.push(row);
         total -= Number(row.bytes);
@@ -130,6 +216,7 @@ export class RenderCache {
       await this.remove(going);
       evicted += going.length;
     }
+    this.knownBytes = total;
     return evicted;
   }
 
@@ -141,7 +228,7 @@ export class RenderCache {
       .where('account_id', '=', accountId)
       .where('source', '=', source)
       .execute();
-    await this.remove(rows);
+    await this.purge(rows);
     return rows.length;
   }
 
@@ -153,13 +240,28 @@ export class RenderCache {
       .where('account_id', '=', accountId)
       .where('preset', '=', preset)
       .execute();
-    await this.remove(rows);
+    await this.purge(rows);
     return rows.length;
   }
 
+  /** Removes renders, and tells the other processes to drop theirs from memory. */
+  private async purge(rows: { key: string; storage_key: string }[]): Promise<void> {
+    await this.remove(rows);
+    this.onPurge();
+  }
+
   private remove(rows: { key: string; storage_key: string }[]): Promise<void> {
+    for (const row of rows) this.forget(row.key);
     return removeRenders(this.database, this.storage, rows);
   }
+}
+
+interface Remembered {
+  render: CachedRender;
+  data: Buffer;
+  expiresAt: number | null;
+  /** When its row was last seen (performance.now()). */
+  checkedAt: number;
 }
 
 /** Rows first (nothing serves them after), then the objects. */

@@ -120,6 +120,7 @@ export async function render(job: RenderJob): Promise<EncodedImage> {
   return runImageJob({
     inputPath: job.inputPath,
     inputFormat: job.inputFormat,
+    source,
     limits: job.limits,
     deadline: job.deadline,
     signal: job.signal,

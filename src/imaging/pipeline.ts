@@ -67,6 +67,8 @@ export interface ImageJob {
   /** Aim for the smallest file whose SSIM to its pixels is at least this (compress "auto"). */
   similarity?: number;
   signal?: AbortSignal;
+  /** The source's header when the caller read it already (checked against `limits`): not read again. */
+  source?: SourceInfo;
   /** Decodes AVIF image sequences and writes animated AVIF; without it (or ffmpeg), an animation to AVIF is its first frame. */
   ffmpeg?: Ffmpeg;
 }
@@ -85,7 +87,7 @@ interface Context {
 
 export async function runImageJob(job: ImageJob): Promise<EncodedImage> {
   checkDeadline(job);
-  const source = await inspect(job.inputPath, job.inputFormat, job.limits);
+  const source = job.source ?? (await inspect(job.inputPath, job.inputFormat, job.limits));
   const planned = plan(job, source);
   const ctx = await open(job, source, planned);
   const steps = job.steps ?? [];

@@ -30,7 +30,14 @@ for (const storage of STORAGES) {
         server = await startServer({
           dialect,
           workers: 0,
-          env: { ...(s3?.env ?? {}), RENDER_CACHE_MAX_BYTES: String(CAP), ORIGIN_ALLOW_PRIVATE_NETWORKS: '1', ORIGIN_CACHE_SECONDS: '0' },
+          // No renders in memory: these tests are about the stored ones.
+          env: {
+            ...(s3?.env ?? {}),
+            RENDER_CACHE_MAX_BYTES: String(CAP),
+            RENDER_MEMORY_CACHE_BYTES: '0',
+            ORIGIN_ALLOW_PRIVATE_NETWORKS: '1',
+            ORIGIN_CACHE_SECONDS: '0',
+          },
         });
         origin = await startOrigin(await png(40, 30), 1_000_000);
       });

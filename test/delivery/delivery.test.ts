@@ -250,6 +250,8 @@ for (const dialect of DIALECTS) {
       const doomed = await a.client.uploadOk(await png(30, 30), 'doomed.png');
       assert.equal((await a.get(a.url('w:10', doomed))).status, 200);
       assert.equal((await a.get(a.url('w:12', doomed))).status, 200);
+      // Kept in memory too: a hit reads no file, and the purge still stops it at once.
+      assert.equal((await a.get(a.url('w:10', doomed))).headers.get('imgapi-cache'), 'hit');
       const before = await renderRows(server);
       assert.equal((await a.client.request('DELETE', `/api/files/${doomed}`)).status, 204);
       assert.ok((await renderRows(server)) < before);

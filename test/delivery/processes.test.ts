@@ -1,7 +1,9 @@
 // Two API processes' worth of services on one database (and one storage): a signing key deleted
 // through one stops working in the other within the bound (told by NOTIFY on PostgreSQL, at the
-// end of the 0.9 s key cache otherwise), and a render made by one is a hit in the other.
+// end of the 0.9 s key cache otherwise), and a render made by one is a hit in the other; a render
+// one keeps in memory stops within the same bound when its file is deleted through the other.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { buildApp } from '../../src/http/app.js';
@@ -53,6 +55,27 @@ for (const dialect of DIALECTS) {
       let status = 200;
       while (status === 200 && Date.now() - deleted < 2000) status = (await fetchDelivery(second.url + path)).status;
       assert.equal(status, 403);
+      assert.ok(Date.now() - deleted <= 1000, `the other process stopped serving after ${Date.now() - deleted} ms`);
+    });
+
+    it('a render the other process keeps in memory stops within a second of its file being deleted', async () => {
+      const a = await signer(first);
+      const fileId = await a.client.uploadOk(await png(40, 40), 'p.png');
+      const rest = `w:24/${fileId}`;
+      const path = `/r/${a.keyId}/${sign(a.secret, rest)}/${rest}`;
+      assert.equal((await fetchDelivery(first.url + path)).headers.get('imgapi-cache'), 'miss');
+      // Read once in the second process (now in its memory), then served from there.
+      assert.equal((await fetchDelivery(second.url + path)).headers.get('imgapi-cache'), 'hit');
+      for (const key of await fs.promises.readdir(first.services.storage.localPath!('renders')))
+        await first.services.storage.delete(`renders/${key}`);
+      assert.equal((await fetchDelivery(second.url + path)).status, 200, 'served from memory, not from storage');
+
+      assert.equal((await a.client.request('DELETE', `/api/files/${fileId}`)).status, 204);
+      const deleted = Date.now();
+      assert.equal((await fetchDelivery(first.url + path)).status, 404);
+      let status = 200;
+      while (status === 200 && Date.now() - deleted < 2000) status = (await fetchDelivery(second.url + path)).status;
+      assert.equal(status, 404);
       assert.ok(Date.now() - deleted <= 1000, `the other process stopped serving after ${Date.now() - deleted} ms`);
     });
   });

@@ -16,8 +16,10 @@ export interface SigningKey {
 /** A stored file (its fileId) or an object of one of the account's origins. */
 export type DeliverySource = string | { origin: string; path: string };
 
-const FITS = ['cover', 'contain', 'fill', 'inside', 'outside'] as const;
-const GRAVITIES = [
+// The grammar's value lists: the server's transform parser (src/delivery/transform.ts) reads these
+// same lists, so the SDK and the server cannot disagree on what a pair accepts.
+export const FITS = ['cover', 'contain', 'fill', 'inside', 'outside'] as const;
+export const GRAVITIES = [
   'center',
   'north',
   'northeast',
@@ -31,7 +33,7 @@ const GRAVITIES = [
   'entropy',
   'face',
 ] as const;
-const FORMATS = ['jpeg', 'png', 'webp', 'avif', 'gif', 'jxl', 'auto'] as const;
+export const FORMATS = ['jpeg', 'png', 'webp', 'avif', 'gif', 'jxl', 'auto'] as const;
 
 /** The transform as named pairs; `p` (a preset) comes first, so the other pairs override it. */
 export interface Transform {

@@ -4,24 +4,11 @@
 // pairs after it override its own, pairs before it are overridden by it. The result is
 // normalised (each name once, numbers in one spelling, `w`/`h` multiplied by `dpr`), so that two
 // spellings of one render share one cache entry.
+import { FITS, FORMATS as DELIVERY_FORMATS, GRAVITIES } from '../../sdk/delivery.js';
 import { AppError } from '../errors.js';
 
-export const FITS = ['cover', 'contain', 'fill', 'inside', 'outside'] as const;
-export const GRAVITIES = [
-  'center',
-  'north',
-  'northeast',
-  'east',
-  'southeast',
-  'south',
-  'southwest',
-  'west',
-  'northwest',
-  'attention',
-  'entropy',
-  'face',
-] as const;
-const DELIVERY_FORMATS = ['jpeg', 'png', 'webp', 'avif', 'gif', 'jxl', 'auto'] as const;
+// The value lists are the SDK's, which checks a transform before signing it: one grammar.
+export { FITS, GRAVITIES };
 const FLIPS = ['h', 'v', 'hv'] as const;
 
 /** The largest side of a render, after `dpr`. */

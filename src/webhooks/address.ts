@@ -102,9 +102,13 @@ export function isForbiddenAddress(address: string): boolean {
 /** The URL's host as an address or a name (IPv6 brackets removed). */
 export const hostOf = (url: URL): string => url.hostname.replace(/^\[(.*)\]$/, '$1');
 
-/** Reads and checks an endpoint URL's form (400 VALIDATION_ERROR naming `url`). */
-export function parseWebhookUrl(text: string): URL {
-  const invalid = (message: string) => new AppError('VALIDATION_ERROR', `url: ${message}`, { fields: [{ field: 'url', message }] });
+/**
+ * Reads and checks the form of a URL this service will fetch or post to: absolute http(s), no
+ * credentials, no fragment (and no query where `query: false`); 400 VALIDATION_ERROR naming `field`.
+ * Webhook endpoints and origins' base URLs both go through it.
+ */
+export function parseOutboundUrl(text: string, field: string, rules: { query: boolean; credentialsHint: string }): URL {
+  const invalid = (message: string) => new AppError('VALIDATION_ERROR', `${field}: ${message}`, { fields: [{ field, message }] });
   let url: URL;
   try {
     url = new URL(text);
@@ -112,9 +116,15 @@ export function parseWebhookUrl(text: string): URL {
     throw invalid('must be an absolute http or https URL');
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalid('must be an http or https URL');
-  if (url.username || url.password) throw invalid('must not carry credentials; authenticate deliveries by their signature');
-  if (url.hash) throw invalid('must not have a #fragment');
+  if (url.username || url.password) throw invalid(`must not carry credentials${rules.credentialsHint}`);
+  if (!rules.query && url.search) throw invalid('must not have a ?query or #fragment');
+  if (url.hash) throw invalid(rules.query ? 'must not have a #fragment' : 'must not have a ?query or #fragment');
   return url;
+}
+
+/** Reads and checks an endpoint URL's form (400 VALIDATION_ERROR naming `url`). */
+export function parseWebhookUrl(text: string): URL {
+  return parseOutboundUrl(text, 'url', { query: true, credentialsHint: '; authenticate deliveries by their signature' });
 }
 
 const notAllowed = (url: URL, address: string) =>

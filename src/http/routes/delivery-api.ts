@@ -9,7 +9,7 @@ import { createSigningKey, listSigningKeys } from '../../delivery/signing-keys.j
 import { createPreset, deletePreset, listPresets, updatePreset } from '../../delivery/presets.js';
 import { createOrigin, deleteOrigin, listOrigins } from '../../delivery/origins.js';
 import { parsePresetTransform } from '../../delivery/transform.js';
-import { checkDestination } from '../../webhooks/address.js';
+import { checkDestination, parseOutboundUrl } from '../../webhooks/address.js';
 import { fingerprint, readIdempotencyKey } from '../idempotency.js';
 import { API_READ, API_SECURITY, API_WRITE, IDEMPOTENT, JSON_BODY, VALIDATED, apiResponses, documentAs, jsonData, noContent } from '../openapi.js';
 import { COMPONENT_SCHEMAS, idempotencyHeader, ref } from '../schemas.js';
@@ -30,19 +30,7 @@ const keyParam = {
 };
 
 /** An origin's base URL: http(s), no credentials, query or fragment; 400 naming `baseUrl`. */
-function parseBaseUrl(text: string): URL {
-  const invalid = (message: string) => new AppError('VALIDATION_ERROR', `baseUrl: ${message}`, { fields: [{ field: 'baseUrl', message }] });
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    throw invalid('must be an absolute http or https URL');
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalid('must be an http or https URL');
-  if (url.username || url.password) throw invalid('must not carry credentials');
-  if (url.search || url.hash) throw invalid('must not have a ?query or #fragment');
-  return url;
-}
+const parseBaseUrl = (text: string): URL => parseOutboundUrl(text, 'baseUrl', { query: false, credentialsHint: '' });
 
 export function deliveryApiRoutes(app: FastifyInstance, services: Services): void {
   const { database, clock, config, delivery } = services;

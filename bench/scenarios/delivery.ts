@@ -165,8 +165,8 @@ async function startWorker(ctx: BenchContext, script: string, args: string[]) {
   return { child, pid: child.pid!, ready: await next(), next, stop };
 }
 
-async function startBare(ctx: BenchContext, inputs: Inputs): Promise<Side & { info: Record<string, unknown> }> {
-  const worker = await startWorker(ctx, 'bare-render.mjs', [inputs.dir, '0']);
+async function startBare(ctx: BenchContext, inputs: Inputs, threads: number): Promise<Side & { info: Record<string, unknown> }> {
+  const worker = await startWorker(ctx, 'bare-render.mjs', [inputs.dir, '0', String(threads)]);
   return {
     name: 'bare',
     pid: worker.pid,
@@ -399,15 +399,20 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   const inputs = await prepareInputs(ctx, 1 + maxRounds * jobs);
   report.push(`input: ${inputs.description}: ${(inputs.bytes / MiB).toFixed(2)} MiB, ${inputs.files.length} files differing by a JPEG comment only`);
 
+  const serviceEnv: Record<string, string> = process.env.BENCH_SERVICE_ENV ? JSON.parse(process.env.BENCH_SERVICE_ENV) : {};
+  // The service's libvips threads per image (IMAGE_THREADS, default the CPU count), given to both
+  // baselines too: sharp's own default on glibc is 1, and AVIF's encoder (libaom) spends about
+  // 20 ms more CPU per render here with 2 threads than with 1 (and writes other bytes: 30,404
+  // against 30,151), so at sharp's default the comparison measured the thread count, not the service.
+  const threads = Number(serviceEnv.IMAGE_THREADS ?? Math.max(1, os.availableParallelism()));
   ctx.log('starting bare sharp and ipx');
-  const bare = await startBare(ctx, inputs);
-  const ipxWorker = await startWorker(ctx, 'ipx-server.mjs', [inputs.dir]);
+  const bare = await startBare(ctx, inputs, threads);
+  const ipxWorker = await startWorker(ctx, 'ipx-server.mjs', [inputs.dir, String(threads)]);
   const ipxUrl = `http://127.0.0.1:${ipxWorker.ready.port}`;
   const ipx = httpSide('ipx', ipxWorker.pid, (format, index) => `${ipxUrl}/${ipxModifiers(format)}/${fileName(index)}`);
 
   const stale = distIsStale(ctx.repoRoot);
   if (stale) report.push(`WARNING: ${stale}`);
-  const serviceEnv: Record<string, string> = process.env.BENCH_SERVICE_ENV ? JSON.parse(process.env.BENCH_SERVICE_ENV) : {};
   ctx.log('starting the service and uploading the files');
   const service = await startService({
     repoRoot: ctx.repoRoot,

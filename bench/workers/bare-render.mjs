@@ -3,7 +3,7 @@
 // its CPU is measured from outside like the service's and ipx's. Each render reads a file from
 // disk, resizes it to fit inside 512×512 and encodes it with the encoder settings the service's
 // delivery renders use (src/imaging/formats.ts). Protocol, one JSON object per line:
-//   argv: <dir of photo-NNNN.jpg> <warm-up file index>
+//   argv: <dir of photo-NNNN.jpg> <warm-up file index> <libvips threads per image: the service's IMAGE_THREADS>
 //   → {"event":"ready"}                          after one render of that file in every format
 //   ← "run <format> <inFlight> <first> <count>"  renders files first … first+count-1
 //                                               → {"event":"done","wallMs":…,"latencies":[…],"sizes":[…],"widths":[…]}
@@ -13,8 +13,9 @@ import path from 'node:path';
 import readline from 'node:readline';
 import sharp from 'sharp';
 
-const [dir, warmupArg] = process.argv.slice(2);
-if (!dir) throw new Error('usage: bare-render.mjs <dir> <warm-up file index>');
+const [dir, warmupArg, threadsArg] = process.argv.slice(2);
+if (!dir || !threadsArg) throw new Error('usage: bare-render.mjs <dir> <warm-up file index> <threads>');
+sharp.concurrency(Number(threadsArg));
 
 const BOX = 512;
 /** The service's encoders for a delivery render with these `q` values (the PNG has none: zlib level 6). */

@@ -11,9 +11,12 @@
 // are sharp's defaults already.
 import http from 'node:http';
 import { createIPX, createIPXNodeServer, ipxFSStorage } from 'ipx';
+import sharp from 'sharp';
 
-const [dir] = process.argv.slice(2);
-if (!dir) throw new Error('usage: ipx-server.mjs <dir>');
+const [dir, threads] = process.argv.slice(2);
+if (!dir || !threads) throw new Error("usage: ipx-server.mjs <dir> <libvips threads per image: the service's IMAGE_THREADS>");
+// libvips is one per process: ipx's sharp works with the service's thread count too.
+sharp.concurrency(Number(threads));
 
 const ipx = createIPX({
   storage: ipxFSStorage({ dir }),

@@ -43,11 +43,20 @@ ${URL_USAGE}
   --key KEY          the API key (default: $IMGAPI_KEY)
   --concurrency N    files in flight at once (default 4)
   --no-batch         run: one job per file even where a batch would do
-  --overwrite        run, download: replace files that exist (without it an existing file
-                     is a failure of that file, never replaced; an input is never replaced)
+  --skip-existing    run: an input whose output exists in -o is skipped before it is
+                     uploaded, so it is never sent or charged again (the default for run;
+                     "exists": <dir>/<name>.<ext> for the --format asked, or for any
+                     format the service writes when none is asked)
+  --overwrite        run: redo every input and replace its output; download: replace
+                     the file (without it an existing file is never replaced; an input
+                     is never replaced)
+  --keep-running     run: on Ctrl-C leave the tasks already queued running on the service
+                     (by default they are canceled). Ctrl-C stops starting new files,
+                     removes half-written outputs, prints the summary so far and exits 130;
+                     a second Ctrl-C exits at once
   --json             print the outcome as JSON on stdout, no progress
 
-  Exit status: 0 all done, 1 something failed, 2 usage error.`;
+  Exit status: 0 all done, 1 something failed, 2 usage error, 130 interrupted.`;
 
 export const CLIENT_COMMANDS = ['run', 'upload', 'task', 'download', 'webhooks', 'url'] as const;
 
@@ -59,8 +68,10 @@ const VALUE_FLAGS = new Map<string, 'url' | 'key' | 'concurrency' | 'output'>([
   ['--output', 'output'],
   ['-o', 'output'],
 ]);
-const BOOLEAN_FLAGS = new Map<string, 'json' | 'wait' | 'noBatch' | 'overwrite' | 'help'>([
+const BOOLEAN_FLAGS = new Map<string, 'json' | 'wait' | 'noBatch' | 'overwrite' | 'skipExisting' | 'keepRunning' | 'help'>([
   ['--json', 'json'],
+  ['--skip-existing', 'skipExisting'],
+  ['--keep-running', 'keepRunning'],
   ['--overwrite', 'overwrite'],
   ['--wait', 'wait'],
   ['--no-batch', 'noBatch'],
@@ -70,7 +81,7 @@ const BOOLEAN_FLAGS = new Map<string, 'json' | 'wait' | 'noBatch' | 'overwrite' 
 
 export function parseCommon(args: string[], env: NodeJS.ProcessEnv): CommonOptions {
   const values: Partial<Record<'url' | 'key' | 'concurrency' | 'output', string>> = {};
-  const booleans = { json: false, wait: false, noBatch: false, overwrite: false, help: false };
+  const booleans = { json: false, wait: false, noBatch: false, overwrite: false, skipExisting: false, keepRunning: false, help: false };
   const rest: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
@@ -92,6 +103,7 @@ export function parseCommon(args: string[], env: NodeJS.ProcessEnv): CommonOptio
       rest.push(arg);
     }
   }
+  if (booleans.overwrite && booleans.skipExisting) throw new UsageError('--overwrite and --skip-existing cannot go together');
   const concurrency = Number(values.concurrency ?? 4);
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new UsageError('--concurrency takes a whole number from 1 to 64');
   return {
@@ -100,6 +112,7 @@ export function parseCommon(args: string[], env: NodeJS.ProcessEnv): CommonOptio
     concurrency,
     output: values.output,
     overwrite: booleans.overwrite,
+    keepRunning: booleans.keepRunning,
     json: booleans.json,
     wait: booleans.wait,
     batch: !booleans.noBatch,

@@ -20,9 +20,7 @@ import { json, printable, Terminal, type OutputStream } from './terminal.js';
 import { urlCommand, URL_USAGE } from './url.js';
 import { webhooksCommand, WEBHOOKS_USAGE } from './webhooks.js';
 
-export const CLIENT_USAGE = `Client commands (talk to a running service):
-
-  run <kind> <files or globs…> -o <dir> [--<option> <value>…]
+const RUN_USAGE = `  run <kind> <files or globs…> -o <dir> [--<option> <value>…]
                                   a job per file (a batch where the plan allows it); the
                                   outputs go to <dir>. Options are the kind's, e.g.
                                   imgapi run resize 'photos/*.jpg' -o out --width 1600 --format webp
@@ -30,16 +28,14 @@ export const CLIENT_USAGE = `Client commands (talk to a running service):
                                   several steps in one task, in order, e.g.
                                   imgapi run pipeline a.jpg -o out --step resize:width=800 \\
                                     --step 'watermark:text=© 2026 Me,opacity=0.5' --format webp
-                                  or --steps steps.json (a JSON array of {"kind": …, …})
-  upload <files or globs…>        prints "<fileId><TAB><file>" for each file stored, in order
-  task <taskId> [--wait]          prints the task as JSON; --wait: once it has finished
-  download <fileId> [-o <file or dir>]
+                                  or --steps steps.json (a JSON array of {"kind": …, …})`;
+const UPLOAD_USAGE = `  upload <files or globs…>        prints "<fileId><TAB><file>" for each file stored, in order`;
+const TASK_USAGE = `  task <taskId> [--wait]          prints the task as JSON; --wait: once it has finished`;
+const DOWNLOAD_USAGE = `  download <fileId> [-o <file or dir>]
                                   writes the file (default: the current directory, under the
-                                  service's name for it, made a safe file name)
-${WEBHOOKS_USAGE}
-${URL_USAGE}
+                                  service's name for it, made a safe file name)`;
 
-  --url URL          the service (default: $IMGAPI_URL, else http://localhost:3000)
+const OPTIONS_USAGE = `  --url URL          the service (default: $IMGAPI_URL, else http://localhost:3000)
   --key KEY          the API key (default: $IMGAPI_KEY)
   --concurrency N    files in flight at once (default 4)
   --no-batch         run: one job per file even where a batch would do
@@ -54,9 +50,34 @@ ${URL_USAGE}
                      (by default they are canceled). Ctrl-C stops starting new files,
                      removes half-written outputs, prints the summary so far and exits 130;
                      a second Ctrl-C exits at once
-  --json             print the outcome as JSON on stdout, no progress
+  --json             print the outcome as JSON on stdout (paths absolute), no progress
 
   Exit status: 0 all done, 1 something failed, 2 usage error, 130 interrupted.`;
+
+export const CLIENT_USAGE = `Client commands (talk to a running service):
+
+${RUN_USAGE}
+${UPLOAD_USAGE}
+${TASK_USAGE}
+${DOWNLOAD_USAGE}
+${WEBHOOKS_USAGE}
+${URL_USAGE}
+
+${OPTIONS_USAGE}`;
+
+/** One command's usage, for its usage errors: that command alone, not every command's. */
+function usageOf(command: string): string {
+  const own = new Map([
+    ['run', RUN_USAGE],
+    ['upload', UPLOAD_USAGE],
+    ['task', TASK_USAGE],
+    ['download', DOWNLOAD_USAGE],
+    ['webhooks', WEBHOOKS_USAGE],
+  ]).get(command);
+  // `url` is offline and has options of its own: its usage alone says what it takes.
+  if (command === 'url') return `Usage:\n${URL_USAGE}`;
+  return own ? `Usage:\n${own}\n\n${OPTIONS_USAGE}` : CLIENT_USAGE;
+}
 
 export const CLIENT_COMMANDS = ['run', 'upload', 'task', 'download', 'webhooks', 'url'] as const;
 
@@ -156,8 +177,7 @@ export async function clientCommand(
     }
   } catch (err) {
     if (err instanceof UsageError) {
-      // `url` is offline and has options of its own: its usage alone says what it takes.
-      io.stderr.write(`imgapi: ${err.message}\n\n${command === 'url' ? `Usage:\n${URL_USAGE}` : CLIENT_USAGE}\n`);
+      io.stderr.write(`imgapi: ${err.message}\n\n${usageOf(command)}\n`);
       return 2;
     }
     // Whatever stopped the command as a whole (the service unreachable, a refused key).

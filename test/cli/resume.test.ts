@@ -107,6 +107,38 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       }
     });
 
+    it('the progress view: a row per file in flight with its own time, in 80 columns, status words whole', async () => {
+      const key = await idle.newKey('pro');
+      const long = path.join(work, `${'a-very-long-holiday-photo-name-'.repeat(4)}end.jpg`);
+      fs.copyFileSync(JPEG, long);
+      const client = new Client(idle.url, key);
+      const session = onTerminal(['run', 'resize', long, PNG, '--width', '8', '--no-batch', '-o', path.join(work, 'view')], {
+        IMGAPI_URL: idle.url,
+        IMGAPI_KEY: key,
+      });
+      const status = /(?:queued|uploading \d+%|uploaded \d+%|processing \d+%|downloading \d+%) \d+\.\d s$/;
+      const rows = () => lines(session.screen()).filter((line) => line.includes(' [') && status.test(line));
+      // Both files queued (the server has no workers), each drawn on its own row.
+      await until('both files in flight on the view', async () => {
+        const tasks = (await client.get('/api/tasks')).body.data.tasks.length;
+        const shown = rows();
+        return tasks === 2 && shown.some((line) => line.startsWith('/') && line.includes('…')) && shown.some((line) => line.includes('swiss.png'));
+      });
+      session.child.stdin.write('\x03');
+      assert.equal(await session.done, 130);
+      const view = lines(session.screen()).filter((line) => line.includes(' ['));
+      assert.ok(view.length >= 2, session.screen());
+      for (const line of view) {
+        assert.ok(line.length <= 80, `${line.length} columns: ${line}`);
+        assert.ok(status.test(line) || /\d+%$/.test(line), `a whole status at the end: ${line}`);
+      }
+      // The long name is shortened in the middle: its start and its end are both shown.
+      assert.ok(
+        view.some((line) => /^\/\S*…\S*-end\.jpg /.test(line)),
+        view.join('\n'),
+      );
+    });
+
     it('usage errors are caught before any API request: one line, the usage of run alone, exit 2', async () => {
       const env = { IMGAPI_URL: idle.url, IMGAPI_KEY: await idle.newKey('pro') };
       const before = apiRequests;

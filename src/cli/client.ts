@@ -1,7 +1,8 @@
 // The client commands of `imgapi`: run, upload, task, download, webhooks, url. They talk to a running service
 // through the SDK (sdk/node.ts) with IMGAPI_URL and IMGAPI_KEY (or --url/--key), and exit 0 when
 // everything was done, 1 when something failed, 2 on a usage error.
-import { taskFailure } from '../../sdk/node.js';
+import path from 'node:path';
+import { taskFailure, type Task } from '../../sdk/node.js';
 import {
   boardFor,
   connect,
@@ -30,7 +31,8 @@ const RUN_USAGE = `  run <kind> <files or globs…> -o <dir> [--<option> <value>
                                     --step 'watermark:text=© 2026 Me,opacity=0.5' --format webp
                                   or --steps steps.json (a JSON array of {"kind": …, …})`;
 const UPLOAD_USAGE = `  upload <files or globs…>        prints "<fileId><TAB><file>" for each file stored, in order`;
-const TASK_USAGE = `  task <taskId> [--wait]          prints the task as JSON; --wait: once it has finished`;
+const TASK_USAGE = `  task <taskId> [--wait]          prints the task (its status, progress, outputs, error);
+                                  --wait: once it has finished`;
 const DOWNLOAD_USAGE = `  download <fileId> [-o <file or dir>]
                                   writes the file (default: the current directory, under the
                                   service's name for it, made a safe file name)`;
@@ -208,33 +210,50 @@ async function uploadCommand(options: CommonOptions, io: ClientIo): Promise<numb
     try {
       const stored = await client.upload(file.path, { onProgress: ({ loaded, total }) => row.update('uploading', total ? loaded / total : 0) });
       row.finish('done', `${file.name}: uploaded ${stored.fileId} (${formatBytes(stored.size)})`);
-      return { file: file.name, status: 'done' as const, fileId: stored.fileId, size: stored.size, format: stored.format };
+      return { file: file.path, status: 'done' as const, fileId: stored.fileId, size: stored.size, format: stored.format };
     } catch (err) {
       const error = describeError(err);
       row.finish('failed', failureLine(file.name, error));
-      return { file: file.name, status: 'failed' as const, error };
+      return { file: file.path, status: 'failed' as const, error };
     }
   });
   board.close();
   const failed = outcomes.filter((outcome) => outcome.status === 'failed');
   if (options.json) io.stdout.write(`${json({ ok: failed.length === 0, files: outcomes })}\n`);
   // In the order the files were named, so that a script can pair them.
-  else for (const outcome of outcomes) if (outcome.fileId) io.stdout.write(`${printable(outcome.fileId)}\t${outcome.file}\n`);
+  else
+    for (const [index, outcome] of outcomes.entries()) if (outcome.fileId) io.stdout.write(`${printable(outcome.fileId)}\t${files[index]!.name}\n`);
   return failed.length ? 1 : 0;
 }
 
 async function taskCommand(options: CommonOptions, io: ClientIo): Promise<number> {
   const [taskId] = noOptionsLeft(options, 1, 'imgapi task <taskId> [--wait]');
-  const client = connect(options, options.json ? undefined : (event) => io.stderr.write(`${retryLine(event)}\n`));
+  // Retries are said on stderr either way: stdout holds the task alone.
+  const client = connect(options, (event) => io.stderr.write(`${retryLine(event)}\n`));
   try {
     const task = options.wait ? await client.wait(taskId) : await client.task(taskId);
-    io.stdout.write(`${json(task)}\n`);
+    io.stdout.write(options.json ? `${json(task)}\n` : `${taskText(task)}\n`);
     if (!options.wait || task.status === 'completed') return 0;
     throw taskFailure(task);
   } catch (err) {
     io.stderr.write(`${failureLine(taskId, describeError(err))}\n`);
     return 1;
   }
+}
+
+/** A task as text: a line per field that says something (status, progress, outputs, error). */
+function taskText(task: Task): string {
+  const rows: [string, string][] = [
+    ['task', task.taskId],
+    ['kind', task.type],
+    ['status', task.status],
+    ['progress', `${task.progress}%`],
+    ...(task.outputFileId ? [['output', task.outputFileId] as [string, string]] : []),
+    ...(task.outputFileIds?.length ? [['outputs', task.outputFileIds.join(', ')] as [string, string]] : []),
+    ...(task.error ? [['error', `${task.error.code}: ${task.error.message}`] as [string, string]] : []),
+    ['created', task.createdAt],
+  ];
+  return rows.map(([name, value]) => `${`${name}:`.padEnd(10)}${printable(value)}`).join('\n');
 }
 
 async function downloadCommand(options: CommonOptions, io: ClientIo): Promise<number> {
@@ -250,7 +269,8 @@ async function downloadCommand(options: CommonOptions, io: ClientIo): Promise<nu
       onProgress: ({ loaded, total }) => row.update('downloading', total ? loaded / total : 0),
     });
     board.close();
-    io.stdout.write(options.json ? `${json(saved)}\n` : `${printable(saved.path ?? '')}\n`);
+    const written = path.resolve(saved.path ?? '');
+    io.stdout.write(options.json ? `${json({ ...saved, path: written })}\n` : `${printable(written)}\n`);
     return 0;
   } catch (err) {
     board.close();

@@ -212,7 +212,7 @@ describe('imgapi client commands against a hostile server', () => {
     };
     api.tasks.set('task_hostile', hostileTask);
     api.unavailableOnce.set('task_hostile', { code: 'UNAVAILABLE\x1b[2J', message: 'down' });
-    const task = await imgapi(['task', 'task_hostile']);
+    const task = await imgapi(['task', 'task_hostile', '--json']);
     assert.equal(task.code, 0, show(task));
     assertPrintable(task);
     assert.match(task.stderr, /^retrying GET \/api\/tasks\/task_hostile in 0\.0 s \(UNAVAILABLE\)$/m);

@@ -213,7 +213,8 @@ for (const dialect of DIALECTS.slice(0, 1)) {
         assert.match(result.stderr, message, show(result));
       }
       // The server's own validation names the step.
-      const invalid = await imgapi(['run', 'pipeline', JPEG, '-o', out, '--step', 'rotate'], env);
+      // (Into a new folder: in `out` concert's output exists, so a rerun there skips it.)
+      const invalid = await imgapi(['run', 'pipeline', JPEG, '-o', path.join(out, 'invalid'), '--step', 'rotate'], env);
       assert.equal(invalid.code, 1, show(invalid));
       assert.match(invalid.stdout + invalid.stderr, /steps\[0\]\.angle/, show(invalid));
     });
@@ -234,15 +235,23 @@ for (const dialect of DIALECTS.slice(0, 1)) {
 
       const sdk = new Imgapi({ baseUrl: server.url, apiKey: env.IMGAPI_KEY });
       const queued = await sdk.process('convert', { fileId, format: 'webp' });
-      const task = await imgapi(['task', queued.taskId, '--wait'], env);
+      const task = await imgapi(['task', queued.taskId, '--wait', '--json'], env);
       assert.equal(task.code, 0, show(task));
       const finished = JSON.parse(task.stdout);
       assert.equal(finished.status, 'completed');
+      // Without --json: text, a line per field.
+      const text = await imgapi(['task', queued.taskId], env);
+      assert.match(text.stdout, /^status: {3}completed$/m, show(text));
+      assert.match(text.stdout, new RegExp(`^output: {3}${finished.outputFileId}$`, 'm'));
 
       const downloaded = await imgapi(['download', finished.outputFileId, '-o', work], env);
       assert.equal(downloaded.code, 0, show(downloaded));
       const written = downloaded.stdout.trim();
       assert.equal(path.dirname(written), work);
+      // --json: the absolute path, wherever -o pointed from.
+      const again = await imgapi(['download', finished.outputFileId, '-o', path.relative(REPO_ROOT, path.join(work, 'again.webp')), '--json'], env);
+      assert.equal(again.code, 0, show(again));
+      assert.equal(JSON.parse(again.stdout).path, path.join(work, 'again.webp'));
       assert.equal((await sharp(written).metadata()).format, 'webp');
 
       const unknown = await imgapi(['task', 'task_doesnotexist0000000000'], env);

@@ -123,9 +123,10 @@ export class Board {
 
   private redraw(printed: string[]): void {
     // One column short of the terminal's: a line that fills it exactly would wrap on some.
-    const width = Math.max(20, (this.stream.columns ?? 80) - 1);
+    // (A pseudo-terminal whose size was never set says 0 columns: taken as 80.)
+    const width = Math.max(20, (this.stream.columns || 80) - 1);
     // A bar for each file being sent, processed or fetched, as many as the terminal has room for.
-    const room = Math.max(1, (this.stream.rows ?? 24) - 2);
+    const room = Math.max(1, (this.stream.rows || 24) - 2);
     const live = this.rows.filter((row) => ACTIVE.includes(row.phase)).slice(0, room);
     const lines = [...live.map((row) => rowLine(row, width)), ...(this.rows.length > 1 || live.length === 0 ? [this.overallLine(width)] : [])];
     // Our own escape sequences around printable text: the printed lines and the rows' labels are.

@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client, DIALECTS, REPO_ROOT, corpusFile, tempDir, type TestServer } from '../helpers.js';
+import { startHostileApi } from '../hostile-api.js';
 import { startPublicServer } from '../sdk/support.js';
 
 const MAIN = path.join(REPO_ROOT, 'dist', 'src', 'main.js');
@@ -104,6 +105,24 @@ for (const dialect of DIALECTS.slice(0, 1)) {
         assert.deepEqual(fs.readdirSync(out), [], 'nothing written, no .part file left');
         const statuses = (await tasks()).map((task) => task.status);
         assert.deepEqual(statuses, keepRunning ? ['queued', 'queued'] : ['canceled', 'canceled']);
+      }
+    });
+
+    it('Ctrl-C in the middle of a download leaves no partial file', async () => {
+      const api = await startHostileApi();
+      try {
+        api.downloads.set('out_task_2', { disposition: 'attachment; filename="in.png"', body: Buffer.alloc(1 << 20, 7), stall: true });
+        const out = path.join(work, 'mid-download');
+        const input = path.join(work, 'in.jpg');
+        fs.writeFileSync(input, 'jpeg');
+        const session = onTerminal(['run', 'convert', input, '-o', out], { IMGAPI_URL: api.url, IMGAPI_KEY: 'key' });
+        await until('the download being written', () => fs.existsSync(out) && fs.readdirSync(out).some((name) => name.endsWith('.part')));
+        session.child.stdin.write('\x03');
+        assert.equal(await session.done, 130, session.screen());
+        assert.match(lines(session.screen()).join('\n'), /^total \(1\)\s.*0 done, 1 canceled$/m);
+        assert.deepEqual(fs.readdirSync(out), []);
+      } finally {
+        await api.close();
       }
     });
 

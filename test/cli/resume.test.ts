@@ -214,6 +214,12 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       const fourth = onTerminal(['run', 'resize', JPEG, PNG, '--width', '8', '--format', 'png', '--overwrite', '-o', out], env);
       assert.equal(await fourth.done, 0, fourth.screen());
       assert.equal(await files(), 4);
+
+      // upload --json names the file by its absolute path, however it was named.
+      fs.copyFileSync(PNG, path.join(work, 'relative.png'));
+      const upload = onTerminal(['upload', 'relative.png', '--json'], env, work);
+      assert.equal(await upload.done, 0, upload.screen());
+      assert.equal(JSON.parse(lines(upload.screen()).join('')).files[0].file, path.join(work, 'relative.png'));
     });
   });
 }

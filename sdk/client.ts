@@ -290,6 +290,11 @@ export abstract class ImgapiBase<Source, Destination> {
     return this.json<Task>('GET', `/api/tasks/${encodeURIComponent(taskId)}`, undefined, options);
   }
 
+  /** DELETE /api/tasks/{id}: the task, now `canceled` (a finished one is answered as it is). */
+  cancel(taskId: string, options: RequestOptions = {}): Promise<Task> {
+    return this.json<Task>('DELETE', `/api/tasks/${encodeURIComponent(taskId)}`, undefined, options);
+  }
+
   account(options: RequestOptions = {}): Promise<Account> {
     return this.json<Account>('GET', '/api/account', undefined, options);
   }

@@ -35,7 +35,7 @@ export type TaskAnswer = Record<string, unknown> & { result?: Record<string, unk
 export interface HostileApi {
   url: string;
   /** GET /api/download/{fileId}: the Content-Disposition (and the bytes) by file id. */
-  downloads: Map<string, { disposition: string; body?: Buffer }>;
+  downloads: Map<string, { disposition: string; body?: Buffer; stall?: boolean }>;
   /** GET /api/tasks/{taskId}: what it says, by the name the input was uploaded under. */
   tasks: Map<string, TaskAnswer>;
   /** Task ids whose first reading answers 503 (Retry-After 0) with this error envelope. */
@@ -127,6 +127,8 @@ export async function startHostileApi(): Promise<HostileApi> {
         const bytes = download.body ?? Buffer.from(`bytes of ${fileId}`);
         // Written by hand: Node's own response refuses bytes such as 0x9B in a header.
         const head = `HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: ${bytes.length}\r\ncontent-disposition: ${download.disposition}\r\nconnection: close\r\n\r\n`;
+        // `stall`: half the bytes, then nothing (the client is caught mid-download).
+        if (download.stall) return req.socket.write(Buffer.concat([Buffer.from(head, 'latin1'), bytes.subarray(0, bytes.length >> 1)]));
         return req.socket.end(Buffer.concat([Buffer.from(head, 'latin1'), bytes]));
       }
       if (route === 'GET /api/webhooks') return send(res, 200, { success: true, data: api.webhooks });

@@ -1,7 +1,8 @@
 // The client commands of `imgapi`: run, upload, task, download, webhooks, url. They talk to a running service
 // through the SDK (sdk/node.ts) with IMGAPI_URL and IMGAPI_KEY (or --url/--key), and exit 0 when
 // everything was done, 1 when something failed, 2 on a usage error.
-import { taskFailure } from '../../sdk/node.js';
+import path from 'node:path';
+import { taskFailure, type Task } from '../../sdk/node.js';
 import {
   boardFor,
   connect,
@@ -20,9 +21,7 @@ import { json, printable, Terminal, type OutputStream } from './terminal.js';
 import { urlCommand, URL_USAGE } from './url.js';
 import { webhooksCommand, WEBHOOKS_USAGE } from './webhooks.js';
 
-export const CLIENT_USAGE = `Client commands (talk to a running service):
-
-  run <kind> <files or globs…> -o <dir> [--<option> <value>…]
+const RUN_USAGE = `  run <kind> <files or globs…> -o <dir> [--<option> <value>…]
                                   a job per file (a batch where the plan allows it); the
                                   outputs go to <dir>. Options are the kind's, e.g.
                                   imgapi run resize 'photos/*.jpg' -o out --width 1600 --format webp
@@ -30,24 +29,57 @@ export const CLIENT_USAGE = `Client commands (talk to a running service):
                                   several steps in one task, in order, e.g.
                                   imgapi run pipeline a.jpg -o out --step resize:width=800 \\
                                     --step 'watermark:text=© 2026 Me,opacity=0.5' --format webp
-                                  or --steps steps.json (a JSON array of {"kind": …, …})
-  upload <files or globs…>        prints "<fileId><TAB><file>" for each file stored, in order
-  task <taskId> [--wait]          prints the task as JSON; --wait: once it has finished
-  download <fileId> [-o <file or dir>]
+                                  or --steps steps.json (a JSON array of {"kind": …, …})`;
+const UPLOAD_USAGE = `  upload <files or globs…>        prints "<fileId><TAB><file>" for each file stored, in order`;
+const TASK_USAGE = `  task <taskId> [--wait]          prints the task (its status, progress, outputs, error);
+                                  --wait: once it has finished`;
+const DOWNLOAD_USAGE = `  download <fileId> [-o <file or dir>]
                                   writes the file (default: the current directory, under the
-                                  service's name for it, made a safe file name)
-${WEBHOOKS_USAGE}
-${URL_USAGE}
+                                  service's name for it, made a safe file name)`;
 
-  --url URL          the service (default: $IMGAPI_URL, else http://localhost:3000)
+const OPTIONS_USAGE = `  --url URL          the service (default: $IMGAPI_URL, else http://localhost:3000)
   --key KEY          the API key (default: $IMGAPI_KEY)
   --concurrency N    files in flight at once (default 4)
   --no-batch         run: one job per file even where a batch would do
-  --overwrite        run, download: replace files that exist (without it an existing file
-                     is a failure of that file, never replaced; an input is never replaced)
-  --json             print the outcome as JSON on stdout, no progress
+  --skip-existing    run: an input whose output exists in -o is skipped before it is
+                     uploaded, so it is never sent or charged again (the default for run;
+                     "exists": <dir>/<name>.<ext> for the --format asked, or for any
+                     format the service writes when none is asked)
+  --overwrite        run: redo every input and replace its output; download: replace
+                     the file (without it an existing file is never replaced; an input
+                     is never replaced)
+  --keep-running     run: on Ctrl-C leave the tasks already queued running on the service
+                     (by default they are canceled). Ctrl-C stops starting new files,
+                     removes half-written outputs, prints the summary so far and exits 130;
+                     a second Ctrl-C exits at once
+  --json             print the outcome as JSON on stdout (paths absolute), no progress
 
-  Exit status: 0 all done, 1 something failed, 2 usage error.`;
+  Exit status: 0 all done, 1 something failed, 2 usage error, 130 interrupted.`;
+
+export const CLIENT_USAGE = `Client commands (talk to a running service):
+
+${RUN_USAGE}
+${UPLOAD_USAGE}
+${TASK_USAGE}
+${DOWNLOAD_USAGE}
+${WEBHOOKS_USAGE}
+${URL_USAGE}
+
+${OPTIONS_USAGE}`;
+
+/** One command's usage, for its usage errors: that command alone, not every command's. */
+function usageOf(command: string): string {
+  const own = new Map([
+    ['run', RUN_USAGE],
+    ['upload', UPLOAD_USAGE],
+    ['task', TASK_USAGE],
+    ['download', DOWNLOAD_USAGE],
+    ['webhooks', WEBHOOKS_USAGE],
+  ]).get(command);
+  // `url` is offline and has options of its own: its usage alone says what it takes.
+  if (command === 'url') return `Usage:\n${URL_USAGE}`;
+  return own ? `Usage:\n${own}\n\n${OPTIONS_USAGE}` : CLIENT_USAGE;
+}
 
 export const CLIENT_COMMANDS = ['run', 'upload', 'task', 'download', 'webhooks', 'url'] as const;
 
@@ -59,8 +91,10 @@ const VALUE_FLAGS = new Map<string, 'url' | 'key' | 'concurrency' | 'output'>([
   ['--output', 'output'],
   ['-o', 'output'],
 ]);
-const BOOLEAN_FLAGS = new Map<string, 'json' | 'wait' | 'noBatch' | 'overwrite' | 'help'>([
+const BOOLEAN_FLAGS = new Map<string, 'json' | 'wait' | 'noBatch' | 'overwrite' | 'skipExisting' | 'keepRunning' | 'help'>([
   ['--json', 'json'],
+  ['--skip-existing', 'skipExisting'],
+  ['--keep-running', 'keepRunning'],
   ['--overwrite', 'overwrite'],
   ['--wait', 'wait'],
   ['--no-batch', 'noBatch'],
@@ -70,7 +104,7 @@ const BOOLEAN_FLAGS = new Map<string, 'json' | 'wait' | 'noBatch' | 'overwrite' 
 
 export function parseCommon(args: string[], env: NodeJS.ProcessEnv): CommonOptions {
   const values: Partial<Record<'url' | 'key' | 'concurrency' | 'output', string>> = {};
-  const booleans = { json: false, wait: false, noBatch: false, overwrite: false, help: false };
+  const booleans = { json: false, wait: false, noBatch: false, overwrite: false, skipExisting: false, keepRunning: false, help: false };
   const rest: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
@@ -92,6 +126,7 @@ export function parseCommon(args: string[], env: NodeJS.ProcessEnv): CommonOptio
       rest.push(arg);
     }
   }
+  if (booleans.overwrite && booleans.skipExisting) throw new UsageError('--overwrite and --skip-existing cannot go together');
   const concurrency = Number(values.concurrency ?? 4);
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new UsageError('--concurrency takes a whole number from 1 to 64');
   return {
@@ -100,6 +135,7 @@ export function parseCommon(args: string[], env: NodeJS.ProcessEnv): CommonOptio
     concurrency,
     output: values.output,
     overwrite: booleans.overwrite,
+    keepRunning: booleans.keepRunning,
     json: booleans.json,
     wait: booleans.wait,
     batch: !booleans.noBatch,
@@ -143,8 +179,7 @@ export async function clientCommand(
     }
   } catch (err) {
     if (err instanceof UsageError) {
-      // `url` is offline and has options of its own: its usage alone says what it takes.
-      io.stderr.write(`imgapi: ${err.message}\n\n${command === 'url' ? `Usage:\n${URL_USAGE}` : CLIENT_USAGE}\n`);
+      io.stderr.write(`imgapi: ${err.message}\n\n${usageOf(command)}\n`);
       return 2;
     }
     // Whatever stopped the command as a whole (the service unreachable, a refused key).
@@ -175,33 +210,50 @@ async function uploadCommand(options: CommonOptions, io: ClientIo): Promise<numb
     try {
       const stored = await client.upload(file.path, { onProgress: ({ loaded, total }) => row.update('uploading', total ? loaded / total : 0) });
       row.finish('done', `${file.name}: uploaded ${stored.fileId} (${formatBytes(stored.size)})`);
-      return { file: file.name, status: 'done' as const, fileId: stored.fileId, size: stored.size, format: stored.format };
+      return { file: file.path, status: 'done' as const, fileId: stored.fileId, size: stored.size, format: stored.format };
     } catch (err) {
       const error = describeError(err);
       row.finish('failed', failureLine(file.name, error));
-      return { file: file.name, status: 'failed' as const, error };
+      return { file: file.path, status: 'failed' as const, error };
     }
   });
   board.close();
   const failed = outcomes.filter((outcome) => outcome.status === 'failed');
   if (options.json) io.stdout.write(`${json({ ok: failed.length === 0, files: outcomes })}\n`);
   // In the order the files were named, so that a script can pair them.
-  else for (const outcome of outcomes) if (outcome.fileId) io.stdout.write(`${printable(outcome.fileId)}\t${outcome.file}\n`);
+  else
+    for (const [index, outcome] of outcomes.entries()) if (outcome.fileId) io.stdout.write(`${printable(outcome.fileId)}\t${files[index]!.name}\n`);
   return failed.length ? 1 : 0;
 }
 
 async function taskCommand(options: CommonOptions, io: ClientIo): Promise<number> {
   const [taskId] = noOptionsLeft(options, 1, 'imgapi task <taskId> [--wait]');
-  const client = connect(options, options.json ? undefined : (event) => io.stderr.write(`${retryLine(event)}\n`));
+  // Retries are said on stderr either way: stdout holds the task alone.
+  const client = connect(options, (event) => io.stderr.write(`${retryLine(event)}\n`));
   try {
     const task = options.wait ? await client.wait(taskId) : await client.task(taskId);
-    io.stdout.write(`${json(task)}\n`);
+    io.stdout.write(options.json ? `${json(task)}\n` : `${taskText(task)}\n`);
     if (!options.wait || task.status === 'completed') return 0;
     throw taskFailure(task);
   } catch (err) {
     io.stderr.write(`${failureLine(taskId, describeError(err))}\n`);
     return 1;
   }
+}
+
+/** A task as text: a line per field that says something (status, progress, outputs, error). */
+function taskText(task: Task): string {
+  const rows: [string, string][] = [
+    ['task', task.taskId],
+    ['kind', task.type],
+    ['status', task.status],
+    ['progress', `${task.progress}%`],
+    ...(task.outputFileId ? [['output', task.outputFileId] as [string, string]] : []),
+    ...(task.outputFileIds?.length ? [['outputs', task.outputFileIds.join(', ')] as [string, string]] : []),
+    ...(task.error ? [['error', `${task.error.code}: ${task.error.message}`] as [string, string]] : []),
+    ['created', task.createdAt],
+  ];
+  return rows.map(([name, value]) => `${`${name}:`.padEnd(10)}${printable(value)}`).join('\n');
 }
 
 async function downloadCommand(options: CommonOptions, io: ClientIo): Promise<number> {
@@ -217,7 +269,8 @@ async function downloadCommand(options: CommonOptions, io: ClientIo): Promise<nu
       onProgress: ({ loaded, total }) => row.update('downloading', total ? loaded / total : 0),
     });
     board.close();
-    io.stdout.write(options.json ? `${json(saved)}\n` : `${printable(saved.path ?? '')}\n`);
+    const written = path.resolve(saved.path ?? '');
+    io.stdout.write(options.json ? `${json({ ...saved, path: written })}\n` : `${printable(written)}\n`);
     return 0;
   } catch (err) {
     board.close();

@@ -24,6 +24,8 @@ export interface CommonOptions {
   output: string | undefined;
   /** Replace files that exist (by default an existing file is a failure, never replaced). */
   overwrite: boolean;
+  /** run: on Ctrl-C leave the tasks started running (by default they are canceled). */
+  keepRunning: boolean;
   json: boolean;
   wait: boolean;
   batch: boolean;

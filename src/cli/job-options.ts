@@ -159,7 +159,14 @@ function coerce(root: Schema, schema: Schema, raw: string | true, name: string):
     throw new OptionError(`--${name} needs a value`);
   }
   if (types.has('boolean') && (raw === 'true' || raw === 'false')) return raw === 'true';
-  if ((types.has('number') || types.has('integer')) && raw.trim() !== '' && Number.isFinite(Number(raw))) return Number(raw);
+  const numeric = types.has('number') || types.has('integer');
+  if (numeric && raw.trim() !== '' && Number.isFinite(Number(raw))) return inRange(resolve(root, schema), Number(raw), name, types);
+  // Caught here, before any request: a value of the wrong type is never sent.
+  if (numeric && !types.has('string') && !types.has('array') && !types.has('object'))
+    throw new OptionError(`--${name} takes a ${types.has('number') ? 'number' : 'whole number'}, not "${raw}"`);
+  const choices = resolve(root, schema)?.enum;
+  if (Array.isArray(choices) && choices.every((choice) => typeof choice === 'string') && !choices.includes(raw))
+    throw new OptionError(`--${name} takes one of ${choices.join(', ')}, not "${raw}"`);
   if (types.has('array')) {
     const items = resolve(root, schema)?.items;
     return raw.split(',').map((item) => (isSchema(items) ? coerce(root, items, item.trim(), name) : item.trim()));
@@ -173,4 +180,16 @@ function coerce(root: Schema, schema: Schema, raw: string | true, name: string):
   }
   // A string, or a value the service will refuse with a message naming the option.
   return raw;
+}
+
+/** `value` when the schema's bounds allow it (a whole number where only integers are), else an OptionError. */
+function inRange(schema: Schema | undefined, value: number, name: string, types: Set<string>): number {
+  if (types.has('integer') && !types.has('number') && !Number.isInteger(value)) throw new OptionError(`--${name} takes a whole number, not ${value}`);
+  const min = typeof schema?.minimum === 'number' ? schema.minimum : undefined;
+  const max = typeof schema?.maximum === 'number' ? schema.maximum : undefined;
+  if ((min !== undefined && value < min) || (max !== undefined && value > max))
+    throw new OptionError(
+      `--${name} takes ${min !== undefined && max !== undefined ? `from ${min} to ${max}` : min !== undefined ? `at least ${min}` : `at most ${max}`}, not ${value}`,
+    );
+  return value;
 }

@@ -31,6 +31,8 @@ export class Row {
   phase: Phase = 'waiting';
   /** Progress within the phase, 0–1. */
   part = 0;
+  /** When the file went in flight (its row shows its own time from then). */
+  started: number | undefined;
 
   readonly label: string;
 
@@ -42,6 +44,7 @@ export class Row {
   }
 
   update(phase: Phase, part = 0): void {
+    this.started ??= phase === 'waiting' ? undefined : Date.now();
     this.phase = phase;
     this.part = Math.max(0, Math.min(1, part));
     this.board.changed();
@@ -68,6 +71,8 @@ export class Board {
   /** Lines of the live area drawn last time (they are redrawn in place). */
   private drawn = 0;
   private timer: NodeJS.Timeout | undefined;
+  /** Redraws every second while bars are shown, so that each file's time moves on. */
+  private ticker: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly stream: Terminal,
@@ -91,7 +96,9 @@ export class Board {
   }
 
   changed(): void {
-    if (this.mode !== 'tty' || this.timer) return;
+    if (this.mode !== 'tty') return;
+    this.ticker ??= setInterval(() => this.changed(), 1000).unref();
+    if (this.timer) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.redraw([]);
@@ -101,7 +108,9 @@ export class Board {
   /** Clears the bars; the printed lines stay. */
   close(): void {
     if (this.timer) clearTimeout(this.timer);
+    if (this.ticker) clearInterval(this.ticker);
     this.timer = undefined;
+    this.ticker = undefined;
     if (this.mode !== 'tty') return;
     this.stream.control(this.eraseLive());
     this.drawn = 0;
@@ -113,9 +122,11 @@ export class Board {
   }
 
   private redraw(printed: string[]): void {
-    const width = Math.max(40, (this.stream.columns ?? 80) - 1);
+    // One column short of the terminal's: a line that fills it exactly would wrap on some.
+    // (A pseudo-terminal whose size was never set says 0 columns: taken as 80.)
+    const width = Math.max(20, (this.stream.columns || 80) - 1);
     // A bar for each file being sent, processed or fetched, as many as the terminal has room for.
-    const room = Math.max(1, (this.stream.rows ?? 24) - 2);
+    const room = Math.max(1, (this.stream.rows || 24) - 2);
     const live = this.rows.filter((row) => ACTIVE.includes(row.phase)).slice(0, room);
     const lines = [...live.map((row) => rowLine(row, width)), ...(this.rows.length > 1 || live.length === 0 ? [this.overallLine(width)] : [])];
     // Our own escape sequences around printable text: the printed lines and the rows' labels are.
@@ -132,23 +143,30 @@ export class Board {
   }
 }
 
+/** A file in flight: its name, its bar, its phase (and how far along it is) and its own time. */
 function rowLine(row: Row, width: number): string {
-  const status = row.phase === 'queued' ? 'queued' : `${row.phase} ${Math.floor(row.part * 100)}%`;
-  return barLine(row.label, row.fraction, status, width);
+  const phase = row.phase === 'queued' ? 'queued' : `${row.phase} ${Math.floor(row.part * 100)}%`;
+  return barLine(row.label, row.fraction, `${phase} ${formatDuration(Date.now() - (row.started ?? Date.now()))}`, width);
 }
 
 const BAR = 24;
+const MIN_LABEL = 8;
 
+/**
+ * `label [####----] status` in `width` columns: the status is never cut; the bar narrows, then
+ * goes, and the label is shortened in the middle, to make room.
+ */
 function barLine(label: string, fraction: number, status: string, width: number): string {
-  const filled = Math.round(fraction * BAR);
-  const bar = `[${'#'.repeat(filled)}${'-'.repeat(BAR - filled)}]`;
-  const room = Math.max(8, width - bar.length - status.length - 2);
-  return `${fit(label, room).padEnd(room)} ${bar} ${status}`.slice(0, width);
+  const bar = Math.min(BAR, width - status.length - MIN_LABEL - 4);
+  const drawn = bar >= 6 ? ` [${'#'.repeat(Math.round(fraction * bar))}${'-'.repeat(bar - Math.round(fraction * bar))}]` : '';
+  const room = Math.max(1, width - drawn.length - status.length - 1);
+  return `${fit(label, room).padEnd(room)}${drawn} ${status}`;
 }
 
 /** `text` shortened in the middle to `width` characters. */
 export function fit(text: string, width: number): string {
   if (text.length <= width) return text;
+  if (width <= 1) return '…';
   const keep = width - 1;
   return `${text.slice(0, Math.ceil(keep / 2))}…${text.slice(text.length - Math.floor(keep / 2))}`;
 }

@@ -29,17 +29,18 @@ import {
   type InputFile,
 } from './common.js';
 import { isFlag, kindsOf, optionName, optionValue, OptionError, stepValue, type KindInfo } from './job-options.js';
-import { extensionOf, isFormat } from '../imaging/formats.js';
+import { extensionOf, isFormat, OUTPUT_FORMATS } from '../imaging/formats.js';
 import { formatBytes, formatDuration, table, type Board, type Row } from './progress.js';
 import { json } from './terminal.js';
 
 export interface Outcome {
-  /** The input as named (for a several-input kind: all of them, joined by ", "). */
+  /** The input as named (for a several-input kind: all of them, joined by ", "); --json: absolute. */
   input: string;
-  status: 'done' | 'failed';
+  /** `skipped`: its output existed, so it was not sent; `canceled`: Ctrl-C stopped it. */
+  status: 'done' | 'failed' | 'skipped' | 'canceled';
   bytesBefore: number;
   bytesAfter: number;
-  /** The files written. */
+  /** The files written (for a skipped input: the output found), absolute. */
   outputs: string[];
   fileId?: string;
   taskId?: string;
@@ -64,27 +65,48 @@ export async function runCommand(options: CommonOptions, io: ClientIo): Promise<
   const files = await expandInputs(patterns);
   fs.mkdirSync(options.output, { recursive: true });
 
-  const run = new Run(client, board, info, jobOptions, path.resolve(options.output), files, options.concurrency, options.overwrite);
+  // Ctrl-C once: stop starting files, abort what is in flight (a download's partial file is
+  // removed as it aborts), cancel the tasks started, print the summary so far. Twice: quit now.
+  const interrupt = new AbortController();
+  const onInterrupt = () => {
+    if (interrupt.signal.aborted) process.exit(130);
+    board.print('interrupted: stopping (Ctrl-C again to quit at once)');
+    interrupt.abort();
+  };
+  process.on('SIGINT', onInterrupt);
+  const outputDir = path.resolve(options.output);
+  const run = new Run(client, board, info, jobOptions, outputDir, files, options.concurrency, options.overwrite, interrupt.signal);
   let outcomes: Outcome[];
-  if (info.multiInput) outcomes = [await run.together()];
-  else {
-    const batchSize = await batchSizeFor(client, info, files.length, options.batch);
-    outcomes = batchSize ? await run.batched(batchSize) : await run.each();
+  try {
+    if (info.multiInput) outcomes = [await run.together()];
+    else {
+      const batchSize = await batchSizeFor(client, info, files.length, options.batch);
+      outcomes = batchSize ? await run.batched(batchSize) : await run.each();
+    }
+    if (interrupt.signal.aborted && !options.keepRunning) await run.cancelStarted();
+  } finally {
+    process.off('SIGINT', onInterrupt);
   }
   board.close();
 
-  const failed = outcomes.filter((outcome) => outcome.status === 'failed').length;
+  const count = (status: Outcome['status']) => outcomes.filter((outcome) => outcome.status === status).length;
+  const failed = count('failed');
   const totals = {
     files: outcomes.length,
-    done: outcomes.length - failed,
+    done: count('done'),
+    skipped: count('skipped'),
+    canceled: count('canceled'),
     failed,
     bytesBefore: sum(outcomes.map((o) => o.bytesBefore)),
     bytesAfter: sum(outcomes.map((o) => o.bytesAfter)),
     ms: Date.now() - run.started,
   };
-  if (options.json) io.stdout.write(`${json({ ok: failed === 0, kind: info.kind, outputDir: options.output, files: outcomes, totals })}\n`);
-  else io.stdout.write(`${summary(outcomes, totals)}\n`);
-  return failed ? 1 : 0;
+  const interrupted = interrupt.signal.aborted;
+  if (options.json) {
+    const report = { ok: failed === 0 && !interrupted, interrupted, kind: info.kind, outputDir, files: run.absolute(outcomes), totals };
+    io.stdout.write(`${json(report)}\n`);
+  } else io.stdout.write(`${summary(outcomes, totals)}\n`);
+  return interrupted ? 130 : failed ? 1 : 0;
 }
 
 /** GET /openapi.json: the kinds and their options, as this service has them. */
@@ -202,6 +224,7 @@ class Run {
     private readonly files: InputFile[],
     private readonly concurrency: number,
     private readonly overwrite: boolean,
+    private readonly signal: AbortSignal,
   ) {
     this.inputs = new Set(files.map((file) => file.path));
     const used = new Set<string>();
@@ -214,11 +237,33 @@ class Run {
     }
   }
 
+  /** The outcomes with every path absolute (for --json): the inputs as resolved, the outputs are. */
+  absolute(outcomes: Outcome[]): Outcome[] {
+    return outcomes.map((outcome, index) => ({ ...outcome, input: this.entries[index]?.files.map((file) => file.path).join(', ') ?? outcome.input }));
+  }
+
+  /** Cancels each task this run queued that has not finished (after Ctrl-C, unless --keep-running). */
+  async cancelStarted(): Promise<void> {
+    const open = this.entries.filter((entry) => entry.outcome.taskId && entry.outcome.status === 'canceled');
+    await Promise.all(
+      open.map(async (entry) => {
+        try {
+          await this.client.cancel(entry.outcome.taskId!);
+        } catch (err) {
+          this.board.print(failureLine(entry.name, describeError(err)));
+        }
+      }),
+    );
+  }
+
+  private entries: Entry[] = [];
+
   /** A job per file. */
   each(): Promise<Outcome[]> {
     const entries = this.files.map((file) => this.entry(file.name, [file]));
     return mapLimit(entries, this.concurrency, async (entry) => {
       await this.step(entry, async () => {
+        if (this.skipped(entry)) return;
         const [fileId] = await this.upload(entry);
         await this.queue(entry, { fileId });
         await this.finish(entry);
@@ -234,8 +279,10 @@ class Run {
    */
   async batched(size: number): Promise<Outcome[]> {
     const entries = this.files.map((file) => this.entry(file.name, [file]));
-    await mapLimit(entries, this.concurrency, (entry) => this.step(entry, () => this.upload(entry).then(() => undefined)));
-    const uploaded = entries.filter((entry) => entry.outcome.fileId);
+    await mapLimit(entries, this.concurrency, (entry) =>
+      this.step(entry, () => (this.skipped(entry) ? Promise.resolve() : this.upload(entry).then(() => undefined))),
+    );
+    const uploaded = entries.filter((entry) => entry.outcome.fileId && entry.outcome.status === 'done');
     const batches: { batchId: string; entries: Entry[] }[] = [];
     for (let start = 0; start < uploaded.length; start += size) {
       const chunk = uploaded.slice(start, start + size);
@@ -245,6 +292,7 @@ class Run {
           this.info.kind as BatchKind,
           chunk.map((entry) => entry.outcome.fileId!),
           this.jobOptions as BatchOptions<BatchKind>,
+          { signal: this.signal },
         );
         // The batch answers one task per file, in order; a file left without one has failed.
         chunk.forEach((entry, index) => {
@@ -278,6 +326,7 @@ class Run {
     let batch: Batch;
     try {
       batch = await this.client.waitBatch(batchId, {
+        signal: this.signal,
         pollSeconds: this.board.mode === 'tty' ? 1 : 30,
         onUpdate: (update) => {
           const tasks = byTask(update);
@@ -315,12 +364,38 @@ class Run {
 
   private entry(name: string, files: InputFile[], label = name): Entry {
     const outcome: Outcome = { input: name, status: 'done', bytesBefore: sum(files.map((f) => f.size)), bytesAfter: 0, outputs: [], ms: 0 };
-    return { name, files, row: this.board.add(label), outcome, started: 0 };
+    const entry = { name, files, row: this.board.add(label), outcome, started: 0 };
+    this.entries.push(entry);
+    return entry;
+  }
+
+  /**
+   * Whether the input's output exists already (then it is not sent: no upload, no charge):
+   * `<dir>/<name>.<ext>` for the format asked, or for any format the service writes when none
+   * is asked (the format it will choose is not known before the task has run). Never with --overwrite.
+   */
+  private skipped(entry: Entry): boolean {
+    if (this.overwrite || entry.files.length !== 1) return false;
+    const asked = this.jobOptions.format;
+    const formats = typeof asked === 'string' && isFormat(asked) ? [asked] : OUTPUT_FORMATS;
+    const found = formats.map((format) => this.target(entry.files[0], format, '')).find((candidate) => fs.existsSync(candidate));
+    if (!found) return false;
+    entry.outcome.status = 'skipped';
+    entry.outcome.bytesBefore = 0;
+    entry.outcome.outputs.push(found);
+    entry.row.finish('done', `${entry.name}: skipped, ${shown(found)} exists (--overwrite redoes it)`);
+    return true;
   }
 
   /** Runs one stage of an entry; a failure ends the entry with its code and message. */
   private async step(entry: Entry, work: () => Promise<void>): Promise<void> {
-    if (entry.outcome.status === 'failed') return;
+    if (entry.outcome.status !== 'done') return;
+    if (this.signal.aborted) {
+      // Ctrl-C: a file not started is not started; one in flight ends as canceled.
+      entry.outcome.status = 'canceled';
+      entry.row.update('failed');
+      return;
+    }
     entry.started ||= Date.now();
     try {
       await work();
@@ -330,9 +405,14 @@ class Run {
   }
 
   private fail(entry: Entry, err: unknown): void {
+    entry.outcome.ms = Date.now() - (entry.started || this.started);
+    if (this.signal.aborted) {
+      entry.outcome.status = 'canceled';
+      entry.row.finish('failed', `${entry.name}: canceled`);
+      return;
+    }
     entry.outcome.status = 'failed';
     entry.outcome.error = describeError(err);
-    entry.outcome.ms = Date.now() - (entry.started || this.started);
     entry.row.finish('failed', failureLine(entry.name, entry.outcome.error));
   }
 
@@ -342,6 +422,7 @@ class Run {
     const sent = entry.files.map(() => 0);
     const fileIds = await mapLimit(entry.files, this.concurrency, async (file, index) => {
       const stored = await this.client.upload(file.path, {
+        signal: this.signal,
         onProgress: ({ loaded }) => {
           sent[index] = loaded;
           entry.row.update('uploading', sum(sent) / total);
@@ -357,7 +438,7 @@ class Run {
   private async queue(entry: Entry, input: { fileId: string | undefined } | { fileIds: string[] }): Promise<void> {
     // The options were read against this service's schema for the kind (job-options.ts).
     const request = { ...this.jobOptions, ...input } as JobRequest<Kind>;
-    const queued = await this.client.process(this.info.kind as Kind, request);
+    const queued = await this.client.process(this.info.kind as Kind, request, { signal: this.signal });
     entry.outcome.taskId = queued.taskId;
   }
 
@@ -366,6 +447,7 @@ class Run {
     const taskId = entry.outcome.taskId!;
     entry.row.update('queued');
     const task = await this.client.wait(taskId, {
+      signal: this.signal,
       // On a terminal the bar shows the task's progress: ask every second.
       pollSeconds: this.board.mode === 'tty' ? 1 : 30,
       onUpdate: (update) => entry.row.update(update.status === 'processing' ? 'processing' : 'queued', update.progress / 100),
@@ -388,9 +470,11 @@ class Run {
       const destination = this.target(entry.files[0], format, suffix);
       const saved = await this.client.download(fileId, destination, {
         overwrite: this.overwrite,
+        // Aborted by Ctrl-C, the SDK removes its partial file: no half-written output is left.
+        signal: this.signal,
         onProgress: ({ loaded, total }) => entry.row.update('downloading', (index + (total ? loaded / total : 0)) / outputs.length),
       });
-      entry.outcome.outputs.push(path.relative(process.cwd(), saved.path ?? destination) || '.');
+      entry.outcome.outputs.push(path.resolve(saved.path ?? destination));
       entry.outcome.bytesAfter += saved.size;
     }
     entry.outcome.ms = Date.now() - entry.started;
@@ -412,6 +496,9 @@ class Run {
   }
 }
 
+/** A path as the text output shows it: relative to the current directory. */
+const shown = (file: string): string => path.relative(process.cwd(), file) || '.';
+
 const sum = (values: number[]): number => values.reduce((total, value) => total + value, 0);
 
 function change(before: number, after: number): string {
@@ -423,12 +510,12 @@ function change(before: number, after: number): string {
 function doneLine(name: string, outcome: Outcome): string {
   const sizes = `${formatBytes(outcome.bytesBefore)} → ${formatBytes(outcome.bytesAfter)}`;
   const delta = change(outcome.bytesBefore, outcome.bytesAfter);
-  return `${name}: done → ${outcome.outputs.join(', ')} (${sizes}${delta ? `, ${delta}` : ''}, ${formatDuration(outcome.ms)})`;
+  return `${name}: done → ${outcome.outputs.map(shown).join(', ')} (${sizes}${delta ? `, ${delta}` : ''}, ${formatDuration(outcome.ms)})`;
 }
 
 function summary(
   outcomes: Outcome[],
-  totals: { files: number; done: number; failed: number; bytesBefore: number; bytesAfter: number; ms: number },
+  totals: { files: number; done: number; skipped: number; canceled: number; failed: number; bytesBefore: number; bytesAfter: number; ms: number },
 ): string {
   const rows = outcomes.map((o) => [
     o.input,
@@ -436,7 +523,11 @@ function summary(
     o.status === 'done' ? formatBytes(o.bytesAfter) : '—',
     o.status === 'done' ? change(o.bytesBefore, o.bytesAfter) : '',
     formatDuration(o.ms),
-    o.status === 'done' ? o.outputs.join(', ') : `failed: ${o.error?.code}`,
+    o.status === 'done'
+      ? o.outputs.map(shown).join(', ')
+      : o.status === 'failed'
+        ? `failed: ${o.error?.code}`
+        : `${o.status}${o.outputs[0] ? `: ${shown(o.outputs[0])}` : ''}`,
   ]);
   const doneBefore = sum(outcomes.filter((o) => o.status === 'done').map((o) => o.bytesBefore));
   rows.push([
@@ -445,7 +536,12 @@ function summary(
     formatBytes(totals.bytesAfter),
     change(doneBefore, totals.bytesAfter),
     formatDuration(totals.ms),
-    `${totals.done} done${totals.failed ? `, ${totals.failed} failed` : ''}`,
+    [
+      `${totals.done} done`,
+      ...(totals.skipped ? [`${totals.skipped} skipped`] : []),
+      ...(totals.canceled ? [`${totals.canceled} canceled`] : []),
+      ...(totals.failed ? [`${totals.failed} failed`] : []),
+    ].join(', '),
   ]);
   return table(['file', 'before', 'after', 'change', 'time', 'result'], rows, ['left', 'right', 'right', 'right', 'right', 'left']);
 }

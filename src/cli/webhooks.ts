@@ -1,6 +1,6 @@
 // `imgapi webhooks …`: manage webhook endpoints through the SDK — list, create (printing the
 // secret, shown once), delete, recent deliveries, a test event, a resend.
-import type { Imgapi } from '../../sdk/node.js';
+import type { Imgapi, WebhookDelivery } from '../../sdk/node.js';
 import { connect, retryLine, UsageError, type ClientIo, type CommonOptions } from './common.js';
 import { table } from './progress.js';
 import { json, printable } from './terminal.js';
@@ -39,6 +39,12 @@ function exactly(positionals: string[], count: number, usage: string): string[] 
 }
 
 const print = (io: ClientIo, value: unknown) => io.stdout.write(`${json(value)}\n`);
+
+/** A queued delivery: JSON with --json, else one line (its id, event and status). */
+function printDelivery(io: ClientIo, options: CommonOptions, delivery: WebhookDelivery): void {
+  if (options.json) print(io, delivery);
+  else io.stdout.write(`${printable(`${delivery.deliveryId} ${delivery.event} ${delivery.status} (event ${delivery.eventId})`)}\n`);
+}
 
 export async function webhooksCommand(options: CommonOptions, io: ClientIo): Promise<number> {
   const [sub, ...rest] = options.rest;
@@ -81,7 +87,8 @@ export async function webhooksCommand(options: CommonOptions, io: ClientIo): Pro
     case 'delete': {
       const [webhookId] = exactly(parse(rest, []).positionals, 1, 'webhooks delete <webhookId>');
       await client().deleteWebhook(webhookId!);
-      if (!options.json) io.stdout.write(`${webhookId} deleted\n`);
+      if (options.json) print(io, { webhookId, deleted: true });
+      else io.stdout.write(`${printable(webhookId!)} deleted\n`);
       return 0;
     }
     case 'deliveries': {
@@ -113,12 +120,12 @@ export async function webhooksCommand(options: CommonOptions, io: ClientIo): Pro
     }
     case 'test': {
       const [webhookId] = exactly(parse(rest, []).positionals, 1, 'webhooks test <webhookId>');
-      print(io, await client().testWebhook(webhookId!));
+      printDelivery(io, options, await client().testWebhook(webhookId!));
       return 0;
     }
     case 'resend': {
       const [webhookId, deliveryId] = exactly(parse(rest, []).positionals, 2, 'webhooks resend <webhookId> <deliveryId>');
-      print(io, await client().resendWebhookDelivery(webhookId!, deliveryId!));
+      printDelivery(io, options, await client().resendWebhookDelivery(webhookId!, deliveryId!));
       return 0;
     }
     default:

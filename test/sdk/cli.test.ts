@@ -122,7 +122,7 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       const [good, bad, same] = report.files;
       assert.equal(good.status, 'done');
       assert.equal(good.bytesBefore, fs.statSync(JPEG).size);
-      assert.equal(good.bytesAfter, fs.statSync(path.join(REPO_ROOT, good.outputs[0])).size);
+      assert.equal(good.bytesAfter, fs.statSync(path.resolve(REPO_ROOT, good.outputs[0])).size);
       assert.deepEqual(
         [good.outputs[0], same.outputs[0]].map((p: string) => path.basename(p)),
         ['photo-compress.jpg', 'photo-2.jpg'],
@@ -147,7 +147,7 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       const report = JSON.parse(pdf.stdout);
       assert.equal(report.files.length, 1);
       assert.match(report.files[0].outputs[0], /concert\.pdf$/);
-      const document = await PDFDocument.load(fs.readFileSync(path.join(REPO_ROOT, report.files[0].outputs[0])));
+      const document = await PDFDocument.load(fs.readFileSync(path.resolve(REPO_ROOT, report.files[0].outputs[0])));
       assert.equal(document.getPageCount(), 2);
     });
 
@@ -213,7 +213,8 @@ for (const dialect of DIALECTS.slice(0, 1)) {
         assert.match(result.stderr, message, show(result));
       }
       // The server's own validation names the step.
-      const invalid = await imgapi(['run', 'pipeline', JPEG, '-o', out, '--step', 'rotate'], env);
+      // (Into a new folder: in `out` concert's output exists, so a rerun there skips it.)
+      const invalid = await imgapi(['run', 'pipeline', JPEG, '-o', path.join(out, 'invalid'), '--step', 'rotate'], env);
       assert.equal(invalid.code, 1, show(invalid));
       assert.match(invalid.stdout + invalid.stderr, /steps\[0\]\.angle/, show(invalid));
     });
@@ -234,15 +235,23 @@ for (const dialect of DIALECTS.slice(0, 1)) {
 
       const sdk = new Imgapi({ baseUrl: server.url, apiKey: env.IMGAPI_KEY });
       const queued = await sdk.process('convert', { fileId, format: 'webp' });
-      const task = await imgapi(['task', queued.taskId, '--wait'], env);
+      const task = await imgapi(['task', queued.taskId, '--wait', '--json'], env);
       assert.equal(task.code, 0, show(task));
       const finished = JSON.parse(task.stdout);
       assert.equal(finished.status, 'completed');
+      // Without --json: text, a line per field.
+      const text = await imgapi(['task', queued.taskId], env);
+      assert.match(text.stdout, /^status: {3}completed$/m, show(text));
+      assert.match(text.stdout, new RegExp(`^output: {3}${finished.outputFileId}$`, 'm'));
 
       const downloaded = await imgapi(['download', finished.outputFileId, '-o', work], env);
       assert.equal(downloaded.code, 0, show(downloaded));
       const written = downloaded.stdout.trim();
       assert.equal(path.dirname(written), work);
+      // --json: the absolute path, wherever -o pointed from.
+      const again = await imgapi(['download', finished.outputFileId, '-o', path.relative(REPO_ROOT, path.join(work, 'again.webp')), '--json'], env);
+      assert.equal(again.code, 0, show(again));
+      assert.equal(JSON.parse(again.stdout).path, path.join(work, 'again.webp'));
       assert.equal((await sharp(written).metadata()).format, 'webp');
 
       const unknown = await imgapi(['task', 'task_doesnotexist0000000000'], env);
@@ -270,7 +279,9 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       results.forEach((result, i) => {
         assert.equal(result.code, 2, `${cases[i][0].join(' ')}: ${show(result)}`);
         assert.match(result.stderr, cases[i][2], show(result));
-        assert.match(result.stderr, /Client commands/, 'the usage follows');
+        // That command's usage alone follows.
+        assert.match(result.stderr, new RegExp(`\\nUsage:\\n {2}${cases[i][0][0]} `), show(result));
+        assert.doesNotMatch(result.stderr, /Client commands/, show(result));
       });
       // Through the installed binary too, and its help.
       const viaBin = await imgapi(['run', 'resize', JPEG], env, { bin: true });

@@ -47,7 +47,7 @@ for (const dialect of DIALECTS) {
       assert.match(listed.stdout, /1 of 10 endpoints/);
       assert.ok(!listed.stdout.includes(endpoint.secret));
 
-      const tested = await webhooks(server, key, ['test', endpoint.webhookId]);
+      const tested = await webhooks(server, key, ['test', endpoint.webhookId, '--json']);
       assert.equal(tested.code, 0, tested.stderr);
       const delivery = JSON.parse(tested.stdout);
       assert.equal(delivery.event, 'webhook.test');
@@ -58,13 +58,17 @@ for (const dialect of DIALECTS) {
       });
       assert.match(shown.stdout, new RegExp(`${delivery.deliveryId}\\s+webhook.test\\s+delivered\\s+1\\s+200`));
 
-      const resent = await webhooks(server, key, ['resend', endpoint.webhookId, delivery.deliveryId]);
+      const resent = await webhooks(server, key, ['resend', endpoint.webhookId, delivery.deliveryId, '--json']);
       assert.equal(resent.code, 0, resent.stderr);
       assert.equal(JSON.parse(resent.stdout).eventId, delivery.eventId);
       const [, again] = await receiver.waitFor(2);
       assert.equal(again!.headers['imgapi-event-id'], delivery.eventId);
 
-      assert.equal((await webhooks(server, key, ['delete', endpoint.webhookId])).code, 0);
+      // Without --json, text: the resend's delivery on one line.
+      const resentText = await webhooks(server, key, ['resend', endpoint.webhookId, delivery.deliveryId]);
+      assert.match(resentText.stdout, new RegExp(`^dlv_\\S+ webhook.test \\S+ \\(event ${delivery.eventId}\\)\n$`), resentText.stdout);
+      const deleted = await webhooks(server, key, ['delete', endpoint.webhookId, '--json']);
+      assert.deepEqual([deleted.code, JSON.parse(deleted.stdout)], [0, { webhookId: endpoint.webhookId, deleted: true }]);
       const gone = await webhooks(server, key, ['delete', endpoint.webhookId]);
       assert.equal(gone.code, 1);
       assert.match(gone.stderr, /NOT_FOUND/);

@@ -250,6 +250,14 @@ for (const dialect of DIALECTS) {
         await step(true);
         await checkLedger(`after step ${STEPS_WITH_CHILD + i}`);
       }
+      // Whatever the seed made of the mix, one output is refused for certain, so "some outputs were
+      // refused" below never rests on the seed (seed 139314 refused none): a fresh account (the
+      // others may be full, their files expired) upscales the 320×240 JPEG ×4 to PNG — megabytes,
+      // past the plan's maxFileBytes.
+      const oversized = new Client(server.url, await server.newKey('pro'));
+      const oversizedFile = await oversized.uploadOk(IMAGES[1]!.bytes, IMAGES[1]!.name);
+      const refusedJob = note('job', await oversized.post('/api/process/upscale', { fileId: oversizedFile, factor: 4, format: 'png' }));
+      assert.equal(refusedJob.status, 202, JSON.stringify(refusedJob.body));
 
       // Settle: every task ends (retries' backoff skipped by moving the clock), a last sweep.
       await waitFor('every task to finish', 60_000, async () => {

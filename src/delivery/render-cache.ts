@@ -17,10 +17,11 @@
 // - Purges: by source (a file deleted, an origin deleted) and by preset (changed or deleted).
 // - Memory: renders up to MEMORY_ITEM_BYTES are also kept in this process's memory
 //   (RENDER_MEMORY_CACHE_BYTES, least recently used out), so a hit reads no file. An entry is
-//   served without a look at its row for at most MEMORY_CHECK_MS (the signing keys' bound); a
+//   served without a look at its row for at most KEY_CACHE_MS (the bound API and signing keys have); a
 //   purge here drops its entries at once, and `onPurge` tells the other processes (delivery.ts:
-//   PostgreSQL NOTIFY), which otherwise stop serving a purged render within MEMORY_CHECK_MS.
+//   PostgreSQL NOTIFY), which otherwise stop serving a purged render within KEY_CACHE_MS.
 // Renders are no account's files: nothing here touches storageBytes.
+import { KEY_CACHE_MS } from '../accounts/accounts.js';
 import type { Database } from '../db/database.js';
 import { isObjectNotFound, type ObjectStorage } from '../storage/storage.js';
 import { Readable } from 'node:stream';
@@ -33,8 +34,6 @@ const EVICT_BATCH = 100;
 const RESUM_MS = 60_000;
 /** Renders larger than this are not kept in memory. */
 const MEMORY_ITEM_BYTES = 256 * 1024;
-/** A render in memory is served this long before its row is looked at again (purges elsewhere). */
-const MEMORY_CHECK_MS = 900;
 /** Past the cap, eviction goes down to this share of it. */
 const EVICT_TO = 0.9;
 
@@ -83,7 +82,7 @@ export class RenderCache {
     if (remembered && (remembered.expiresAt === null || remembered.expiresAt > now)) {
       this.memory.delete(key);
       this.memory.set(key, remembered);
-      if (performance.now() - remembered.checkedAt <= MEMORY_CHECK_MS) return { render: remembered.render, body: remembered.data };
+      if (performance.now() - remembered.checkedAt <= KEY_CACHE_MS) return { render: remembered.render, body: remembered.data };
     }
     const render = await this.find(key, now);
     if (!render) {

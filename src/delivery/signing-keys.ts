@@ -12,16 +12,12 @@
 // database carries messages (PostgreSQL NOTIFY, `changed:signing-keys`: delivery.ts), and in
 // any case stop within KEY_CACHE_MS.
 import crypto from 'node:crypto';
+import { KEY_CACHE_MS } from '../accounts/accounts.js';
 import type { Database, Tx } from '../db/database.js';
 import { notFound } from '../errors.js';
 import { iso } from '../clock.js';
 import { newId } from '../ids.js';
 
-/**
- * How long a key (and its account's plan and state) may be served from memory: a deletion, a
- * plan change or a disable made by another process applies within this.
- */
-const KEY_CACHE_MS = 900;
 const KEY_CACHE_ENTRIES = 10_000;
 
 /** A signing key as the /r/ route needs it: its secret and its account's plan and state. */

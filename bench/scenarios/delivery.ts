@@ -21,12 +21,10 @@
 // BENCH_DELIVERY_IN_FLIGHT=4, BENCH_DELIVERY_FORMATS=jpeg,webp,avif,png, BENCH_HIT_SECONDS=10,
 // BENCH_HIT_CONNECTIONS=50, BENCH_CORPUS; a profile: BENCH_SERVICE_NODE_ARGS='--cpu-prof …' with
 // BENCH_DELIVERY_PARTS=misses (or hits: one render per format, then the hits) for one part alone.
-import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import readline from 'node:readline';
 import sharp from 'sharp';
 import { ApiClient, ApiError, prepareMultipart } from '../lib/client.js';
 import { envInt, median, percentile, runPool, sleep } from '../lib/pool.js';
@@ -34,6 +32,7 @@ import { cpuByThreadName, cpuSecondsOf, ForeignLoad, loadAverage, MiB, threadCpu
 import { distIsStale, startService } from '../lib/service.js';
 import { parseWrk, requireWrk, runWrk } from '../lib/wrk.js';
 import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
+import { startWorkerProcess } from '../lib/worker-process.js';
 
 const BOX = 512;
 const TARGET_VS_BARE = 0.85;
@@ -139,34 +138,8 @@ async function prepareInputs(ctx: BenchContext, count: number): Promise<Inputs> 
 // ---------------------------------------------------------------------------------------------
 // Child processes
 
-/** Starts a worker script and reads its first JSON line ("ready"). */
-async function startWorker(ctx: BenchContext, script: string, args: string[]) {
-  const child: ChildProcess = spawn(process.execPath, [path.join(ctx.repoRoot, 'bench', 'workers', script), ...args], {
-    cwd: ctx.repoRoot,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  const lines = readline.createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
-  const next = async (): Promise<any> => {
-    const { value, done } = await lines.next();
-    if (done) throw new Error(`${script} ended: ${stderr.trim() || `exit ${child.exitCode}`}`);
-    return JSON.parse(value);
-  };
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const stop = async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGTERM');
-    const killer = setTimeout(() => child.kill('SIGKILL'), 5000);
-    await exited;
-    clearTimeout(killer);
-  };
-  ctx.onCleanup(stop);
-  return { child, pid: child.pid!, ready: await next(), next, stop };
-}
-
 async function startBare(ctx: BenchContext, inputs: Inputs, threads: number): Promise<Side & { info: Record<string, unknown> }> {
-  const worker = await startWorker(ctx, 'bare-render.mjs', [inputs.dir, '0', String(threads)]);
+  const worker = await startWorkerProcess(ctx, 'bare-render.mjs', [inputs.dir, '0', String(threads)]);
   return {
     name: 'bare',
     pid: worker.pid,
@@ -298,7 +271,7 @@ async function measureHits(ctx: BenchContext, hit: HitTarget): Promise<{ rows: R
   if (check.headers.get('imgapi-cache') !== 'hit') report.push(`WARNING: the hit URL answered Imgapi-Cache: ${check.headers.get('imgapi-cache')}`);
   const bodyFile = path.join(ctx.tmpDir, 'hit-render');
   fs.writeFileSync(bodyFile, check.body);
-  const staticServer = await startWorker(ctx, 'static-server.mjs', [bodyFile, format.mime]);
+  const staticServer = await startWorkerProcess(ctx, 'static-server.mjs', [bodyFile, format.mime]);
   ctx.log(`cached hits: node:http from memory, ${connections} connections for ${seconds} s`);
   const bare = await wrkOn(ctx, staticServer.pid, `http://127.0.0.1:${staticServer.ready.port}/`, connections, seconds);
   await staticServer.stop();
@@ -407,7 +380,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   const threads = Number(serviceEnv.IMAGE_THREADS ?? Math.max(1, os.availableParallelism()));
   ctx.log('starting bare sharp and ipx');
   const bare = await startBare(ctx, inputs, threads);
-  const ipxWorker = await startWorker(ctx, 'ipx-server.mjs', [inputs.dir, String(threads)]);
+  const ipxWorker = await startWorkerProcess(ctx, 'ipx-server.mjs', [inputs.dir, String(threads)]);
   const ipxUrl = `http://127.0.0.1:${ipxWorker.ready.port}`;
   const ipx = httpSide('ipx', ipxWorker.pid, (format, index) => `${ipxUrl}/${ipxModifiers(format)}/${fileName(index)}`);
 

@@ -16,11 +16,10 @@
 // Main-thread CPU: utime + stime of /proc/<pid>/task/<pid>/stat (the thread whose tid is the
 // pid: the one running JavaScript, GC on it included) over a round, divided by its jobs. The
 // rest of the process's CPU (libvips and libuv threads, V8's helper threads) is reported apart.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import readline from 'node:readline';
 import sharp from 'sharp';
 import { ApiClient, prepareMultipart, type PreparedUpload } from '../lib/client.js';
 import { median, percentile, runPool } from '../lib/pool.js';
@@ -37,6 +36,7 @@ import {
 } from '../lib/proc.js';
 import { distIsStale, startService, type Service } from '../lib/service.js';
 import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
+import { startWorkerProcess } from '../lib/worker-process.js';
 
 const WARMUP = 2;
 const IN_FLIGHT_LEVELS = [4, 12] as const;
@@ -180,21 +180,7 @@ interface BareWorker {
 }
 
 async function startBare(ctx: BenchContext, input: InputImage): Promise<BareWorker> {
-  const script = path.join(ctx.repoRoot, 'bench', 'workers', 'bare-sharp.mjs');
-  const child: ChildProcess = spawn(process.execPath, [script, input.path, String(WARMUP)], {
-    cwd: ctx.repoRoot,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  const lines = readline.createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
-  const next = async (): Promise<any> => {
-    const { value, done } = await lines.next();
-    if (done) throw new Error(`bare-sharp worker ended: ${stderr.trim() || `exit ${child.exitCode}`}`);
-    return JSON.parse(value);
-  };
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const ready = await next();
+  const { child, next, ready, stop } = await startWorkerProcess(ctx, 'bare-sharp.mjs', [input.path, String(WARMUP)], 'exit line');
   return {
     pid: child.pid!,
     info: ready,
@@ -221,12 +207,7 @@ async function startBare(ctx: BenchContext, input: InputImage): Promise<BareWork
         foreignCpus: foreign.stop(cpuSeconds ?? 0),
       };
     },
-    async stop() {
-      if (child.exitCode === null) child.stdin!.write('exit\n');
-      const killer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(killer);
-    },
+    stop,
   };
 }
 

@@ -1,9 +1,9 @@
 // The one place that reads the environment. Every variable is declared once in VARIABLES (its
-// default as the docs show it, what it does, its parser); the README's table and `imgapi help`
+// default as the docs show it, what it does, its parser); docs/configuration.md's table and `imgapi help`
 // are generated from it (`npm run docs:config`). Every value is validated at boot and every
 // problem names its variable; all problems are reported together.
 //
-// To add a variable: a row in VARIABLES (in the order the README should list it), a field in
+// To add a variable: a row in VARIABLES (in the order docs/configuration.md should list it), a field in
 // Config, and one line in loadConfig reading it with `read('NAME')`; then `npm run docs:config`.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -126,7 +126,7 @@ export class ConfigError extends Error {
 class Problem extends Error {}
 
 interface Variable<T> {
-  /** The default as README.md and `imgapi help` show it (Markdown). */
+  /** The default as docs/configuration.md and `imgapi help` show it (Markdown). */
   default: string;
   /** What it does, one line of Markdown. */
   doc: string;
@@ -196,7 +196,7 @@ function command(fallback: string): Parser<string> {
 
 const cpuCount = Math.max(1, os.availableParallelism());
 
-/** Every environment variable the service reads, in the order the README lists them. */
+/** Every environment variable the service reads, in the order docs/configuration.md lists them. */
 export const VARIABLES = {
   PORT: { ...integer(3000, 0, 65535), doc: 'HTTP port' },
   HOST: { ...string('0.0.0.0'), doc: 'address to listen on' },
@@ -507,7 +507,7 @@ function parseDatabaseUrl(raw: string | undefined, name: string): DatabaseConfig
 // ---------------------------------------------------------------------------------------------
 // Documentation generated from VARIABLES
 
-/** The README's table of variables (Markdown). */
+/** docs/configuration.md's table of variables (Markdown). */
 export function environmentTable(): string {
   const rows = Object.entries(VARIABLES).map(([name, v]) => `| \`${name}\` | ${v.default} | ${v.doc} |`);
   return ['| variable | default | what it does |', '|---|---|---|', ...rows].join('\n');

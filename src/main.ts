@@ -44,7 +44,7 @@ ${OPS_USAGE}
                                   the client: see \`imgapi run --help\`
   --version                       prints imgapi and its version
 
-Environment (also in README.md):
+Environment (also in docs/configuration.md):
 ${environmentHelp()}`;
 
 class UsageError extends Error {}

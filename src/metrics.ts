@@ -1,5 +1,5 @@
 // Prometheus metrics, one registry per app instance (tests build many apps in one process).
-// ops/alerts.yml holds alert rules on them; README "Operations" says what to watch.
+// ops/alerts.yml holds alert rules on them; docs/operations.md says what to watch.
 import fs from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 

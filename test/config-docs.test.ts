@@ -1,11 +1,11 @@
 // The environment variables are declared once (VARIABLES in src/config.ts): loadConfig reads
-// exactly those, and the README's table and `imgapi help` are generated from them.
+// exactly those, and docs/configuration.md's table and `imgapi help` are generated from them.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { README, withEnvironmentTable } from '../scripts/config-docs.js';
+import { CONFIGURATION_DOC, withEnvironmentTable } from '../scripts/config-docs.js';
 import { VARIABLES, loadConfig } from '../src/config.js';
 import { REPO_ROOT } from './helpers.js';
 
@@ -26,10 +26,10 @@ describe('environment variables', () => {
     assert.deepEqual([...read].sort(), NAMES);
   });
 
-  it("README.md's table is the one generated from src/config.ts (npm run docs:config rewrites it)", () => {
-    const readme = fs.readFileSync(README, 'utf8');
-    assert.equal(readme, withEnvironmentTable(readme), 'run `npm run docs:config` and commit README.md');
-    for (const name of NAMES) assert.ok(readme.includes(`| \`${name}\` |`), `${name} has a row`);
+  it("docs/configuration.md's table is the one generated from src/config.ts (npm run docs:config rewrites it)", () => {
+    const page = fs.readFileSync(CONFIGURATION_DOC, 'utf8');
+    assert.equal(page, withEnvironmentTable(page), 'run `npm run docs:config` and commit docs/configuration.md');
+    for (const name of NAMES) assert.ok(page.includes(`| \`${name}\` |`), `${name} has a row`);
   });
 
   it('`imgapi help` lists every variable', () => {

@@ -464,6 +464,6 @@ export async function refuseNewerSchema(db: Kysely<any>): Promise<void> {
   throw new ConfigError([
     `DATABASE_URL: the database was migrated by a newer version of imgapi (migration${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} ` +
       `unknown to this one, whose latest is ${Object.keys(migrations).at(-1)}). Run that version or a later one; to go back to this ` +
-      'version, restore the backup taken before the upgrade (README, "Backups and upgrades")',
+      'version, restore the backup taken before the upgrade (docs/operations.md, "Backups and upgrades")',
   ]);
 }

@@ -2,7 +2,7 @@
 // whether an upload may be one, how its pixels are read, whether it holds an animation or alpha,
 // and, for the formats jobs write, the encoder and its defaults. Sniffing (sniff.ts), uploads,
 // the job kinds' inputs, the OpenAPI enums of `format`, the raw decoders, the encoders and the
-// README's table of formats (`npm run docs:formats`) all read it; nothing repeats it.
+// docs/formats.md's table (`npm run docs:formats`) all read it; nothing repeats it.
 // A new format is a row here, and what else it needs is asked for: a raw decoder in decoders/
 // by the compiler, a sniffer in sniff.ts and a corpus sample by test/imaging/formats.test.ts.
 import type { Sharp } from 'sharp';
@@ -27,7 +27,7 @@ export interface EncodeSettings {
 interface Writer {
   /** Whether `lossless` can be honoured. */
   lossless: boolean;
-  /** What the encoder does by default, as the README's table says it. */
+  /** What the encoder does by default, as docs/formats.md's table says it. */
   defaults: string;
   encode(image: Sharp, settings: EncodeSettings): Sharp;
 }
@@ -52,7 +52,7 @@ interface FormatDefinition {
   animation?: boolean;
   /** It can carry an alpha channel. */
   alpha?: boolean;
-  /** What the README says beyond the other columns. */
+  /** What docs/formats.md says beyond the other columns. */
   notes?: string;
   write?: Writer;
 }
@@ -328,7 +328,7 @@ export function outputFilename(inputName: string, format: string, suffix = ''): 
   return `${base}${suffix}.${extensionOf(format)}`;
 }
 
-/** The README's table of formats (`npm run docs:formats` writes it; a test keeps it so). */
+/** docs/formats.md's table of formats (`npm run docs:formats` writes it; a test keeps it so). */
 export function formatTable(): string {
   const yes = (value: boolean | undefined) => (value ? 'yes' : '—');
   const rows = definitions.map(([format, d]) => {

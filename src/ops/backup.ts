@@ -9,7 +9,7 @@
 // file deleted after the snapshot) makes the backup start over from a new snapshot, reusing
 // the objects it already copied.
 //
-// PostgreSQL is backed up with pg_dump (README, "Backups and upgrades"): `backup` refuses it.
+// PostgreSQL is backed up with pg_dump (docs/operations.md, "Backups and upgrades"): `backup` refuses it.
 //
 // `imgapi restore` (src/ops/restore.ts) reads this format and trusts none of it.
 import fs from 'node:fs';
@@ -69,7 +69,7 @@ export function localKeys(root: string): string[] {
 export async function backup(config: Config, dir: string, log: OpsLog = () => {}): Promise<BackupManifest> {
   if (config.database.dialect !== 'sqlite')
     throw new OpsError(
-      'the database is PostgreSQL: back it up with pg_dump (README, "Backups and upgrades"); `imgapi backup` takes SQLite installs whole',
+      'the database is PostgreSQL: back it up with pg_dump (docs/operations.md, "Backups and upgrades"); `imgapi backup` takes SQLite installs whole',
     );
   if (!fs.existsSync(config.database.file)) throw new OpsError(`no database at ${config.database.file}: nothing to back up`);
   if (!isEmptyDir(dir)) throw new OpsError(`${dir} is not empty: back up into a new or empty directory`);

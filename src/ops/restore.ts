@@ -462,7 +462,7 @@ export async function restore(config: Config, dir: string, log: OpsLog = () => {
       else if (manifest.storage.kind === 'local' && config.storage.kind === 'local')
         for (const object of manifest.objects) placed.place(inside(stagedObjects, object.key), inside(config.storage.root, object.key));
       // The backup's signing key, over one the empty target has: it signed nothing restored,
-      // and the backed-up service's upload URLs must go on working (README, "Backups and upgrades").
+      // and the backed-up service's upload URLs must go on working (docs/operations.md, "Backups and upgrades").
       const key = manifest.files[SIGNING_KEY];
       const there = path.join(config.dataDir, SIGNING_KEY);
       const present = fs.lstatSync(there, { throwIfNoEntry: false });

@@ -2,13 +2,12 @@
 // held to what really happens: each output's encoder writes that format with the alpha,
 // animation and losslessness the table claims; libvips decodes exactly the formats the table
 // says it does (the others have a raw decoder); sniffing recognises every image format; and the
-// README's table, the OpenAPI document and the upload's refusal say what the table says.
+// docs/formats.md's table, the OpenAPI document and the upload's refusal say what the table says.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
-import { README } from '../../scripts/config-docs.js';
-import { withFormatTable } from '../../scripts/format-docs.js';
+import { FORMATS_DOC, withFormatTable } from '../../scripts/format-docs.js';
 import { decodeRaw, readHeader } from '../../src/imaging/decoders/raw.js';
 import { Sandbox } from '../../src/documents/sandbox.js';
 import { encode } from '../../src/imaging/encode.js';
@@ -139,10 +138,10 @@ describe('format table: reading', () => {
 });
 
 describe('format table: what the docs say', () => {
-  it("README.md's table of formats is the one generated from the table (npm run docs:formats rewrites it)", () => {
-    const readme = fs.readFileSync(README, 'utf8');
-    assert.equal(readme, withFormatTable(readme), 'run `npm run docs:formats` and commit README.md');
-    for (const format of STORED_FORMATS) assert.ok(readme.includes(`| \`${format}\` |`), `${format} has a row`);
+  it("docs/formats.md's table of formats is the one generated from the table (npm run docs:formats rewrites it)", () => {
+    const page = fs.readFileSync(FORMATS_DOC, 'utf8');
+    assert.equal(page, withFormatTable(page), 'run `npm run docs:formats` and commit docs/formats.md');
+    for (const format of STORED_FORMATS) assert.ok(page.includes(`| \`${format}\` |`), `${format} has a row`);
   });
 
   it('media types, extensions and formats are each distinct', () => {

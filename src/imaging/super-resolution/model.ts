@@ -1,7 +1,7 @@
 // The super-resolution network: ESRGAN "slim" (an RDN: residual dense network) from the npm
 // package @upscalerjs/esrgan-slim, MIT licence, by Kevin Scott. The package ships its ×2, ×3 and
 // ×4 (and ×8) weights in TensorFlow.js layers format; they are read from node_modules, nothing is
-// fetched. The slim variant was chosen by measurement on a 2-core machine (README, "AI upscaling"):
+// fetched. The slim variant was chosen by measurement on a 2-core machine (docs/api.md, "AI upscaling"):
 // the medium one is 0.2–0.5 dB PSNR better on the corpus photos but takes 3.2× as long, and the
 // thick one (28 MB per scale, 154 convolutions) far longer.
 import fs from 'node:fs';

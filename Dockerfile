@@ -74,7 +74,7 @@ COPY --from=build /src/web/dist web/dist
 COPY bin bin
 RUN ln -s /app/bin/imgapi.mjs /usr/local/bin/imgapi && imgapi --version
 
-# Every setting is an environment variable (README, "Configuration"); these are the image's defaults.
+# Every setting is an environment variable (docs/configuration.md); these are the image's defaults.
 ENV NODE_ENV=production \
     DATA_DIR=/data \
     HOST=0.0.0.0 \

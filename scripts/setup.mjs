@@ -102,6 +102,13 @@ const SYSTEM_PACKAGES = [
     why: 'browser tests',
   },
   {
+    what: 'curl, jq and unzip',
+    probe: () => ['curl', 'jq', 'unzip'].every((command) => hasCommand(command)),
+    packages: ['curl', 'jq', 'unzip'],
+    modes: ['test'],
+    why: "the docs' shell examples, which test/docs.test.ts runs",
+  },
+  {
     what: 'ImageMagick',
     // `convert -version` of the real thing starts with "Version: ImageMagick"; a mere mention of
     // the word (a stand-in script, an error message) does not count.

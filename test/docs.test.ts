@@ -242,6 +242,14 @@ describe('docs', () => {
         }
       });
     }
+
+    it("the webhook examples' events reach the receiver they name", { timeout: 60_000 }, async () => {
+      if (!shFiles.includes('docs/guides/webhooks.md')) return;
+      // Deliveries are asynchronous (a worker sends them): wait for the condition, not a time.
+      while (!received.some((body) => (JSON.parse(body) as { type?: string }).type === 'webhook.test')) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    });
   });
 });
 

@@ -55,7 +55,9 @@ export const facesScenario: Scenario = {
         }
         const cpu = Math.min(...times);
         details[mode] = { recall: found / labelled, found, labelled, falsePositives, photos: photos.length, cpuMs12MP: times, perPhoto };
-        report.push(`${mode}: ${found} of ${labelled} faces in ${photos.length} photos, ${falsePositives} false positives; ${cpu.toFixed(0)} ms CPU on 12 MP`);
+        report.push(
+          `${mode}: ${found} of ${labelled} faces in ${photos.length} photos, ${falsePositives} false positives; ${cpu.toFixed(0)} ms CPU on 12 MP`,
+        );
         rows.push(
           {
             scenario: SCENARIO,
@@ -66,7 +68,14 @@ export const facesScenario: Scenario = {
             note: `${found}/${labelled} faces, ${photos.length} photos`,
             ...(thorough ? { target: { on: 'value', op: '>=', threshold: 0.95 } } : {}),
           },
-          { scenario: SCENARIO, variant: mode, metric: 'false positives', value: falsePositives, unit: 'boxes', note: `over ${photos.length} photos` },
+          {
+            scenario: SCENARIO,
+            variant: mode,
+            metric: 'false positives',
+            value: falsePositives,
+            unit: 'boxes',
+            note: `over ${photos.length} photos`,
+          },
           {
             scenario: SCENARIO,
             variant: mode,

@@ -43,9 +43,7 @@ export interface RawFace {
 }
 
 export type FaceMessage =
-  | { type: 'done'; id: number; faces: RawFace[] }
-  | { type: 'canceled'; id: number }
-  | { type: 'error'; id: number; message: string };
+  { type: 'done'; id: number; faces: RawFace[] } | { type: 'canceled'; id: number } | { type: 'error'; id: number; message: string };
 
 const port = parentPort;
 if (!port) throw new Error('face-worker.ts runs as a worker thread');
@@ -76,7 +74,10 @@ async function run(job: FaceJob): Promise<void> {
       const whole = view.left === 0 && view.top === 0 && view.width === job.width && view.height === job.height;
       const input = whole ? image : tf.slice(image, [view.top, view.left, 0], [view.height, view.width, 3]);
       try {
-        const found = await faceapi.detectAllFaces(input as unknown as FaceApi.tf.Tensor3D, new faceapi.SsdMobilenetv1Options({ minConfidence: job.minScore, maxResults: 200 }));
+        const found = await faceapi.detectAllFaces(
+          input as unknown as FaceApi.tf.Tensor3D,
+          new faceapi.SsdMobilenetv1Options({ minConfidence: job.minScore, maxResults: 200 }),
+        );
         for (const face of found) {
           const { x, y, width, height } = face.box;
           faces.push({ left: x + view.left, top: y + view.top, width, height, score: face.score });

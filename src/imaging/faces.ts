@@ -132,8 +132,7 @@ export function planViews(size: Size, tile: number): FaceView[] {
     return Array.from({ length: count }, (_, i) => Math.round((i * (length - tile)) / (count - 1)));
   };
   for (const top of starts(size.height))
-    for (const left of starts(size.width))
-      views.push({ left, top, width: Math.min(tile, size.width), height: Math.min(tile, size.height) });
+    for (const left of starts(size.width)) views.push({ left, top, width: Math.min(tile, size.width), height: Math.min(tile, size.height) });
   return views;
 }
 
@@ -166,7 +165,13 @@ export async function detectFaces(image: Sharp, size: Size, options: DetectOptio
     .toBuffer({ resolveWithObject: true });
   if (info.channels !== 3) throw new Error(`face detection got ${info.channels} channels in sRGB`);
   const copy = { width: info.width, height: info.height };
-  const found = await detector().detect(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), copy, planViews(copy, mode.tile), mode.minScore, options.signal);
+  const found = await detector().detect(
+    new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+    copy,
+    planViews(copy, mode.tile),
+    mode.minScore,
+    options.signal,
+  );
   const sx = size.width / copy.width;
   const sy = size.height / copy.height;
   return mergeFaces(found).map((face) => {

@@ -28,7 +28,12 @@ const optionsSchema = {
         type: 'object',
         additionalProperties: false,
         required: ['left', 'top', 'width', 'height'],
-        properties: { left: px('Left edge.'), top: px('Top edge.'), width: { ...px('Width.'), minimum: 1 }, height: { ...px('Height.'), minimum: 1 } },
+        properties: {
+          left: px('Left edge.'),
+          top: px('Top edge.'),
+          width: { ...px('Width.'), minimum: 1 },
+          height: { ...px('Height.'), minimum: 1 },
+        },
       },
     },
     method: { type: 'string', enum: METHODS, description: 'How a region is hidden. Default pixelate.' },
@@ -160,7 +165,9 @@ export const redact: Operation<typeof optionsSchema> = {
     const report = (covered: CoveredRegion[]) => {
       for (const region of covered) {
         const key = `${region.source}:${region.left},${region.top},${region.width},${region.height}`;
-        if (!seen.has(key)) regions.push(region), seen.add(key);
+        if (seen.has(key)) continue;
+        seen.add(key);
+        regions.push(region);
       }
     };
     // The kind's own step, with an ear for what it covers: result.regions.

@@ -73,13 +73,22 @@ function meanDiff(a: Raw, b: Raw, box: Box): number {
 }
 
 const contains = (outer: Box, inner: Box) =>
-  inner.left >= outer.left && inner.top >= outer.top && inner.left + inner.width <= outer.left + outer.width && inner.top + inner.height <= outer.top + outer.height;
+  inner.left >= outer.left &&
+  inner.top >= outer.top &&
+  inner.left + inner.width <= outer.left + outer.width &&
+  inner.top + inner.height <= outer.top + outer.height;
 
 after(() => closeFaceDetector());
 
 describe('face detection on labelled photos', () => {
   it('finds every labelled face of five photos (one of 12 MP, one EXIF-rotated CMYK) and none in two photos without faces', async () => {
-    const withFaces = ['sample1.jpg', 'sample5.jpg', 'Album_en_blanco_y_negro.webp', 'Carrie.jpg', 'Giunchedi_Filippo_January_2015_01-cmyk-orientation-exif.jpg'];
+    const withFaces = [
+      'sample1.jpg',
+      'sample5.jpg',
+      'Album_en_blanco_y_negro.webp',
+      'Carrie.jpg',
+      'Giunchedi_Filippo_January_2015_01-cmyk-orientation-exif.jpg',
+    ];
     let labelled = 0;
     let found = 0;
     for (const name of withFaces) {
@@ -199,7 +208,11 @@ for (const dialect of DIALECTS) {
     it('redact: single (result.regions), batch, a pipeline step; a face crop; faces: false without regions is 400', async () => {
       const single = await client.post('/api/process/redact', { fileId, method: 'pixelate' });
       assert.equal(single.status, 202, JSON.stringify(single.body));
-      const batch = await client.post('/api/process/batch/redact', { fileIds: [fileId], faces: false, regions: [{ left: 0, top: 0, width: 10, height: 10 }] });
+      const batch = await client.post('/api/process/batch/redact', {
+        fileIds: [fileId],
+        faces: false,
+        regions: [{ left: 0, top: 0, width: 10, height: 10 }],
+      });
       assert.equal(batch.status, 202, JSON.stringify(batch.body));
       const pipeline = await client.post('/api/process/pipeline', {
         fileId,

@@ -26,7 +26,6 @@ export const facesScenario: Scenario = {
     const rows: Row[] = [];
     const report: string[] = [];
     const details: Record<string, unknown> = {};
-    const labelled = photos.reduce((n, p) => n + p.faces.length, 0);
     try {
       // The model loads once per process: a first detection outside the measurements.
       const twelve = photos.find((p) => p.path.endsWith(TWELVE_MP))!;
@@ -36,7 +35,16 @@ export const facesScenario: Scenario = {
         let found = 0;
         let falsePositives = 0;
         const perPhoto: unknown[] = [];
+        let measured = 0;
+        let labelledSeen = 0;
         for (const photo of photos) {
+          // Within the run's budget: a partial measurement says how far it got.
+          if (ctx.secondsLeft() < 20) {
+            report.push(`${mode}: stopped by the time budget after ${measured} of ${photos.length} photos`);
+            break;
+          }
+          measured++;
+          labelledSeen += photo.faces.length;
           const boxes = await detectFacesInFile(photo.file, photo.format, DEFAULT_PLANS.max, { thorough });
           const s = score(photo.faces, boxes);
           found += s.found;
@@ -54,18 +62,18 @@ export const facesScenario: Scenario = {
           times.push(cpuMs(since));
         }
         const cpu = Math.min(...times);
-        details[mode] = { recall: found / labelled, found, labelled, falsePositives, photos: photos.length, cpuMs12MP: times, perPhoto };
+        details[mode] = { recall: found / labelledSeen, found, labelled: labelledSeen, falsePositives, photos: measured, cpuMs12MP: times, perPhoto };
         report.push(
-          `${mode}: ${found} of ${labelled} faces in ${photos.length} photos, ${falsePositives} false positives; ${cpu.toFixed(0)} ms CPU on 12 MP`,
+          `${mode}: ${found} of ${labelledSeen} faces in ${measured} photos, ${falsePositives} false positives; ${cpu.toFixed(0)} ms CPU on 12 MP`,
         );
         rows.push(
           {
             scenario: SCENARIO,
             variant: mode,
             metric: 'recall',
-            value: Number((found / labelled).toFixed(3)),
+            value: labelledSeen ? Number((found / labelledSeen).toFixed(3)) : null,
             unit: '',
-            note: `${found}/${labelled} faces, ${photos.length} photos`,
+            note: `${found}/${labelledSeen} faces, ${measured} of ${photos.length} photos`,
             ...(thorough ? { target: { on: 'value', op: '>=', threshold: 0.95 } } : {}),
           },
           {

@@ -131,7 +131,7 @@ function redactStep(options: RedactOptions, env: StepEnv, report?: (covered: Cov
     const covered = await regionsOf(options, image, size, env.task.signal);
     report?.(covered);
     if (!covered.length) return image;
-    const raw = await image.clone().raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+    const raw = await image.clone().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
     if (raw.info.width !== size.width || raw.info.height !== size.height) throw invalidOption('regions', 'the image is not the size its header said');
     const overlays: OverlayOptions[] = [];
     for (const region of covered) overlays.push({ input: await patch(raw, region, method, strength), left: region.left, top: region.top });

@@ -82,7 +82,7 @@ export const facesScenario: Scenario = {
             metric: 'false positives',
             value: falsePositives,
             unit: 'boxes',
-            note: `over ${photos.length} photos`,
+            note: `over ${measured} photos`,
           },
           {
             scenario: SCENARIO,

@@ -35,6 +35,7 @@ import { aiUpscale } from './scenarios/ai-upscale.js';
 import { aiQuality } from './scenarios/ai-quality.js';
 import { pipelineScenario } from './scenarios/pipeline.js';
 import { deliveryScenario } from './scenarios/delivery.js';
+import { facesScenario } from './scenarios/faces.js';
 import { presentationBench } from './presentation.js';
 import { presignScenario } from './presign.js';
 import { previewScenario } from './preview.js';
@@ -68,6 +69,7 @@ const scenarios: Scenario[] = [
   soakScenario,
   aiUpscale,
   aiQuality,
+  facesScenario,
   pipelineScenario,
 ];
 

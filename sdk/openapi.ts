@@ -256,7 +256,7 @@ export interface paths {
         put?: never;
         /**
          * Resize an image
-         * @description Scales to `width` and/or `height`. `fit` decides how the box is filled: `inside` (default) keeps the aspect ratio within the box, `cover` fills it and crops (at `position`; `attention` and `entropy` choose the crop by content), `contain` letterboxes on `background`, `fill` stretches, `outside` covers without cropping. Animations are resized frame by frame.
+         * @description Scales to `width` and/or `height`. `fit` decides how the box is filled: `inside` (default) keeps the aspect ratio within the box, `cover` fills it and crops (at `position`; `attention` and `entropy` choose the crop by content, `face` centres it on the faces found, else as `attention`), `contain` letterboxes on `background`, `fill` stretches, `outside` covers without cropping. Animations are resized frame by frame.
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -300,7 +300,7 @@ export interface paths {
         put?: never;
         /**
          * Crop an image
-         * @description Either a rectangle (`left`, `top`, `width`, `height` in pixels of the upright image) or the largest area of `aspectRatio` ("16:9") placed by `gravity` — `attention` (salient features) and `entropy` (detail) are the smart crops of libvips. A rectangle outside the image is refused.
+         * @description Either a rectangle (`left`, `top`, `width`, `height` in pixels of the upright image) or the largest area of `aspectRatio` ("16:9") placed by `gravity` — `attention` (salient features) and `entropy` (detail) are the smart crops of libvips, `face` centres on the box around every face found (a detector run on the CPU; `attention` when there is none). A rectangle outside the image is refused.
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -553,6 +553,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/process/redact": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hide faces and regions
+         * @description Pixelates (default), blurs or fills every face — found on the CPU by a face detector shipped with the service, with a margin that takes in hair and chin — and/or the `regions` given. `faces: false` covers the regions only. `result.regions` lists what was covered (`source` `face`, with the detector’s `score`, or `region`), in pixels of the upright image. An animation is redacted frame by frame.
+         *
+         *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
+         */
+        post: operations["processRedact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/process/batch/redact": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hide faces and regions — batch
+         * @description One redact task per file, with shared options. All or nothing: one unknown file or bad option queues nothing.
+         *
+         *     Answers 202 with the tasks and `Location: /api/batches/{batchId}`.
+         */
+        post: operations["batchRedact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/process/image-to-pdf": {
         parameters: {
             query?: never;
@@ -608,7 +652,7 @@ export interface paths {
         put?: never;
         /**
          * Run several transforms in one task
-         * @description Applies 1–10 `steps` in order — `resize`, `crop`, `rotate`, `flip`, `watermark`, `upscale`, each with the options of its kind (but `format` and `quality`) — to one decode of the input, and encodes once at the end with the trailing `format`, `quality`, `targetSize`, `lossless` and `keepMetadata` (as compress takes them). One task, charged once. Each step is validated by its kind's schema; errors name the step (`steps[1].width`). The plan's limits apply to every intermediate result; a size the options decide is checked when the task is queued. Animations and EXIF orientation are handled as by a single job. `result` adds `inputSize` and `savedBytes`, as compress reports them.
+         * @description Applies 1–10 `steps` in order — `resize`, `crop`, `rotate`, `flip`, `watermark`, `upscale`, `redact`, each with the options of its kind (but `format` and `quality`) — to one decode of the input, and encodes once at the end with the trailing `format`, `quality`, `targetSize`, `lossless` and `keepMetadata` (as compress takes them). One task, charged once. Each step is validated by its kind's schema; errors name the step (`steps[1].width`). The plan's limits apply to every intermediate result; a size the options decide is checked when the task is queued. Animations and EXIF orientation are handled as by a single job. `result` adds `inputSize` and `savedBytes`, as compress reports them.
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -1331,7 +1375,7 @@ export interface components {
              * @description The job kind.
              * @enum {string}
              */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "image-to-pdf" | "presentation-to-images" | "pipeline";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "redact" | "image-to-pdf" | "presentation-to-images" | "pipeline";
             /**
              * @description `queued` → `processing` → `completed` | `failed`; `queued`/`processing` → `canceled`. A task waiting to be retried is `queued` again.
              * @enum {string}
@@ -1429,7 +1473,7 @@ export interface components {
             /** @enum {string} */
             status: "queued" | "failed";
             /** @enum {string} */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "image-to-pdf" | "presentation-to-images" | "pipeline";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "redact" | "image-to-pdf" | "presentation-to-images" | "pipeline";
             /**
              * Format: date-time
              * @description When it was queued.
@@ -1459,7 +1503,7 @@ export interface components {
             /** @description Follow it with GET /api/batches/{batchId} (the Location header). */
             batchId: string;
             /** @enum {string} */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "pipeline";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "redact" | "pipeline";
             /** @description One task per file, in the order of `fileIds`. */
             tasks: {
                 /** @description The task. */
@@ -1543,7 +1587,7 @@ export interface components {
             /** @description The batch's id. */
             batchId: string;
             /** @enum {string} */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "pipeline";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "redact" | "pipeline";
             /**
              * @description From its tasks: `queued` while every task is queued; `processing` while any is queued or processing and at least one has been taken by a worker (or finished); once every task has finished: `completed` when all completed, `failed` when all failed, `canceled` when all were canceled, `partial` for any other mix. The last four are final.
              * @enum {string}
@@ -2356,7 +2400,7 @@ export interface components {
              * @description Where `cover` crops and `contain` places the image. Default center.
              * @enum {string}
              */
-            position?: "center" | "top" | "right" | "bottom" | "left" | "top-left" | "top-right" | "bottom-left" | "bottom-right" | "attention" | "entropy";
+            position?: "center" | "top" | "right" | "bottom" | "left" | "top-left" | "top-right" | "bottom-left" | "bottom-right" | "attention" | "entropy" | "face";
             /**
              * @description Letterbox colour for `contain`. Default transparent where the format has alpha, else white. A CSS colour: a name, #rgb, #rrggbb, #rrggbbaa, rgb() or rgba().
              * @example #ffffff
@@ -2413,7 +2457,7 @@ export interface components {
              * @description Where `cover` crops and `contain` places the image. Default center.
              * @enum {string}
              */
-            position?: "center" | "top" | "right" | "bottom" | "left" | "top-left" | "top-right" | "bottom-left" | "bottom-right" | "attention" | "entropy";
+            position?: "center" | "top" | "right" | "bottom" | "left" | "top-left" | "top-right" | "bottom-left" | "bottom-right" | "attention" | "entropy" | "face";
             /**
              * @description Letterbox colour for `contain`. Default transparent where the format has alpha, else white. A CSS colour: a name, #rgb, #rrggbb, #rrggbbaa, rgb() or rgba().
              * @example #ffffff
@@ -2464,7 +2508,7 @@ export interface components {
              * @description Where the aspect-ratio crop sits. Default center.
              * @enum {string}
              */
-            gravity?: "center" | "top" | "right" | "bottom" | "left" | "top-left" | "top-right" | "bottom-left" | "bottom-right" | "north" | "south" | "east" | "west" | "northeast" | "northwest" | "southeast" | "southwest" | "attention" | "entropy";
+            gravity?: "center" | "top" | "right" | "bottom" | "left" | "top-left" | "top-right" | "bottom-left" | "bottom-right" | "north" | "south" | "east" | "west" | "northeast" | "northwest" | "southeast" | "southwest" | "attention" | "entropy" | "face";
             /**
              * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
              * @enum {string}
@@ -2516,7 +2560,7 @@ export interface components {
              * @description Where the aspect-ratio crop sits. Default center.
              * @enum {string}
              */
-            gravity?: "center" | "top" | "right" | "bottom" | "left" | "top-left" | "top-right" | "bottom-left" | "bottom-right" | "north" | "south" | "east" | "west" | "northeast" | "northwest" | "southeast" | "southwest" | "attention" | "entropy";
+            gravity?: "center" | "top" | "right" | "bottom" | "left" | "top-left" | "top-right" | "bottom-left" | "bottom-right" | "north" | "south" | "east" | "west" | "northeast" | "northwest" | "southeast" | "southwest" | "attention" | "entropy" | "face";
         };
         /**
          * @description The inputs (one task each) and the shared options of crop.
@@ -2895,6 +2939,108 @@ export interface components {
             fileIds: string[];
         } & components["schemas"]["UpscaleOptions"];
         /**
+         * @description The options of redact.
+         * @example {
+         *       "faces": true,
+         *       "method": "pixelate",
+         *       "strength": 50
+         *     }
+         */
+        RedactOptions: {
+            /** @description Cover every face found (with a margin for hair and chin). Default true. */
+            faces?: boolean;
+            /** @description Rectangles to cover as well, in pixels of the upright image; parts outside the image are ignored. */
+            regions?: {
+                /** @description Left edge. */
+                left: number;
+                /** @description Top edge. */
+                top: number;
+                /** @description Width. */
+                width: number;
+                /** @description Height. */
+                height: number;
+            }[];
+            /**
+             * @description How a region is hidden. Default pixelate.
+             * @enum {string}
+             */
+            method?: "pixelate" | "blur" | "fill";
+            /** @description How strongly, 1–100 (default 50): the pixelation cell or the blur radius as a share of the region (at 50, a face is 8 cells across). No effect on fill. */
+            strength?: number;
+            /**
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
+             * @enum {string}
+             */
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff";
+            /** @description Encoder quality, 1–100; a fraction is rounded (for PNG and GIF: the palette's size and fidelity). */
+            quality?: number;
+        };
+        /**
+         * @description The input and the options of redact.
+         * @example {
+         *       "fileId": "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+         *       "faces": true,
+         *       "method": "pixelate",
+         *       "strength": 50
+         *     }
+         */
+        RedactRequest: {
+            /** @description An uploaded or output file of yours. */
+            fileId: string;
+        } & components["schemas"]["RedactOptions"];
+        /**
+         * @description A redact step: its options as `POST /api/process/redact` takes them, without `format` and `quality`.
+         * @example {
+         *       "kind": "redact",
+         *       "faces": true,
+         *       "method": "pixelate",
+         *       "strength": 50
+         *     }
+         */
+        RedactStep: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "redact";
+            /** @description Cover every face found (with a margin for hair and chin). Default true. */
+            faces?: boolean;
+            /** @description Rectangles to cover as well, in pixels of the upright image; parts outside the image are ignored. */
+            regions?: {
+                /** @description Left edge. */
+                left: number;
+                /** @description Top edge. */
+                top: number;
+                /** @description Width. */
+                width: number;
+                /** @description Height. */
+                height: number;
+            }[];
+            /**
+             * @description How a region is hidden. Default pixelate.
+             * @enum {string}
+             */
+            method?: "pixelate" | "blur" | "fill";
+            /** @description How strongly, 1–100 (default 50): the pixelation cell or the blur radius as a share of the region (at 50, a face is 8 cells across). No effect on fill. */
+            strength?: number;
+        };
+        /**
+         * @description The inputs (one task each) and the shared options of redact.
+         * @example {
+         *       "fileIds": [
+         *         "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+         *         "file_k4Tz8Qp1Wm6Xr3Nc9Lb2Vd5H"
+         *       ],
+         *       "faces": true,
+         *       "method": "pixelate",
+         *       "strength": 50
+         *     }
+         */
+        RedactBatchRequest: {
+            /** @description One task per file, in order (at most the plan's batchSize). */
+            fileIds: string[];
+        } & components["schemas"]["RedactOptions"];
+        /**
          * @description The options of image-to-pdf.
          * @example {
          *       "pageSize": "A4",
@@ -2993,7 +3139,7 @@ export interface components {
          */
         PipelineOptions: {
             /** @description The transforms, in order. Each is `{kind, ...that kind’s options}`. */
-            steps: (components["schemas"]["ResizeStep"] | components["schemas"]["CropStep"] | components["schemas"]["RotateStep"] | components["schemas"]["FlipStep"] | components["schemas"]["WatermarkStep"] | components["schemas"]["UpscaleStep"])[];
+            steps: (components["schemas"]["ResizeStep"] | components["schemas"]["CropStep"] | components["schemas"]["RotateStep"] | components["schemas"]["FlipStep"] | components["schemas"]["WatermarkStep"] | components["schemas"]["UpscaleStep"] | components["schemas"]["RedactStep"])[];
             /**
              * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
              * @enum {string}
@@ -10738,6 +10884,681 @@ export interface operations {
                      *       "data": {
                      *         "batchId": "batch_3GhJ5kL7mN9pQ1rS3tV5wX7y",
                      *         "type": "upscale",
+                     *         "tasks": [
+                     *           {
+                     *             "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
+                     *             "fileId": "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+                     *             "status": "queued"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["QueuedBatch"];
+                    };
+                };
+            };
+            /**
+             * @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one.
+             *
+             *     `BATCH_TOO_LARGE`: More files than the plan's batchSize.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR" | "BATCH_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
+             *
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED" | "INPUT_NOT_SUPPORTED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `FILE_EXPIRED`: The file has expired and was deleted. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "FILE_EXPIRED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry.
+             *
+             *     `TOO_MANY_QUEUED_TASKS`: As many tasks are queued or running as the plan's maxQueuedTasks.
+             *
+             *     `MONTHLY_QUOTA_EXCEEDED`: The plan's monthlyTasks are used up until `details.resetsAt`.
+             *
+             *     `DAILY_BATCH_QUOTA_EXCEEDED`: The plan's dailyBatchFiles are used up until `details.resetsAt`.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED" | "TOO_MANY_QUEUED_TASKS" | "MONTHLY_QUOTA_EXCEEDED" | "DAILY_BATCH_QUOTA_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    processRedact: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RedactRequest"];
+            };
+        };
+        responses: {
+            /** @description The task is queued (or failed at once: a limit the stored header shows is passed) */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
+                     *         "status": "queued",
+                     *         "type": "redact",
+                     *         "createdAt": "2026-05-04T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["QueuedTask"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
+             *
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED" | "INPUT_NOT_SUPPORTED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `FILE_EXPIRED`: The file has expired and was deleted. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "FILE_EXPIRED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry.
+             *
+             *     `TOO_MANY_QUEUED_TASKS`: As many tasks are queued or running as the plan's maxQueuedTasks.
+             *
+             *     `MONTHLY_QUOTA_EXCEEDED`: The plan's monthlyTasks are used up until `details.resetsAt`.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED" | "TOO_MANY_QUEUED_TASKS" | "MONTHLY_QUOTA_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    batchRedact: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RedactBatchRequest"];
+            };
+        };
+        responses: {
+            /** @description The tasks are queued */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "batchId": "batch_3GhJ5kL7mN9pQ1rS3tV5wX7y",
+                     *         "type": "redact",
                      *         "tasks": [
                      *           {
                      *             "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",

@@ -17,7 +17,7 @@ import { rotate } from '../operations/rotate.js';
 import type { StepEnv } from '../operations/types.js';
 import { invalidPair, MAX_RENDER_SIDE, type Transform } from './transform.js';
 
-/** The URL's gravities in the resize job's terms (attention and entropy are the same words). */
+/** The URL's gravities in the resize job's terms (attention, entropy and face are the same words). */
 const POSITION: Record<string, string> = {
   center: 'center',
   north: 'top',
@@ -30,6 +30,7 @@ const POSITION: Record<string, string> = {
   northwest: 'top-left',
   attention: 'attention',
   entropy: 'entropy',
+  face: 'face',
 };
 
 const FLIP_DIRECTION = { h: 'horizontal', v: 'vertical', hv: 'both' } as const;

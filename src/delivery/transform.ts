@@ -128,8 +128,7 @@ export function resolveTransform(pairs: Pairs, preset?: Pairs): Transform {
     }
     transform[side] = scaled;
   }
-  if (transform.g === 'face') throw invalidPair('g', 'g:face needs face detection, which is not available yet; use g:attention or a compass gravity');
-  if ((transform.g === 'attention' || transform.g === 'entropy') && transform.fit !== 'cover') {
+  if ((transform.g === 'attention' || transform.g === 'entropy' || transform.g === 'face') && transform.fit !== 'cover') {
     throw invalidPair('g', `g:${transform.g} chooses a crop, so it needs fit:cover`);
   }
   if (transform.f === 'jxl') throw invalidPair('f', 'JPEG XL output is not available on this server (its image library was built without it)');

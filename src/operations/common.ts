@@ -35,7 +35,8 @@ export const colourOption = (description: string) =>
 /** Positions shared by resize, crop and watermark, as the API spells them. */
 export const GRAVITIES = ['center', 'top', 'right', 'bottom', 'left', 'top-left', 'top-right', 'bottom-left', 'bottom-right'] as const;
 export type Gravity = (typeof GRAVITIES)[number];
-export const SMART_GRAVITIES = ['attention', 'entropy'] as const;
+/** Crops chosen by content: libvips' attention and entropy, and the box around the faces (smart-crop.ts). */
+export const SMART_GRAVITIES = ['attention', 'entropy', 'face'] as const;
 
 /** The API's gravity names in sharp's terms. */
 export const SHARP_GRAVITY: Record<Gravity, string> = {

@@ -51,7 +51,8 @@ export const crop: Operation<typeof optionsSchema> = {
   summary: 'Crop an image',
   description:
     'Either a rectangle (`left`, `top`, `width`, `height` in pixels of the upright image) or the largest area of `aspectRatio` ("16:9") ' +
-    'placed by `gravity` — `attention` (salient features) and `entropy` (detail) are the smart crops of libvips. A rectangle outside the image is refused.',
+    'placed by `gravity` — `attention` (salient features) and `entropy` (detail) are the smart crops of libvips, `face` centres on the box ' +
+    'around every face found (a detector run on the CPU; `attention` when there is none). A rectangle outside the image is refused.',
   accepts: 'image',
   batch: true,
   example: { aspectRatio: '16:9', gravity: 'attention' },
@@ -83,13 +84,13 @@ export const crop: Operation<typeof optionsSchema> = {
     return { width: rect.width, height: rect.height };
   },
   step: {
-    transform: (options) => (image, source, firstFrame) => {
+    transform: (options, env) => (image, source, firstFrame) => {
       const rect = cropRect(options, source);
       if (rect.left === undefined) {
         // cover at scale 1: the box of that ratio, placed by gravity (or chosen by content).
         const gravity = options.gravity ? ((COMPASS as Record<string, Gravity>)[options.gravity] ?? options.gravity) : 'center';
         const position = (SHARP_GRAVITY as Record<string, string>)[gravity] ?? gravity;
-        return coverResize(image, { width: rect.width, height: rect.height, position }, source, firstFrame);
+        return coverResize(image, { width: rect.width, height: rect.height, position }, source, firstFrame, env.task.signal);
       }
       // Headers can be wrong about the size: clip to the real image rather than fail.
       const left = Math.min(rect.left, source.width - 1);

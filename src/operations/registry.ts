@@ -6,13 +6,14 @@ import { flip } from './flip.js';
 import { imageToPdf } from './image-to-pdf.js';
 import { pipelineOf } from './pipeline.js';
 import { presentationToImages } from './presentation-to-images.js';
+import { redact } from './redact.js';
 import { resize } from './resize.js';
 import { rotate } from './rotate.js';
 import type { AnyOperation } from './types.js';
 import { upscale } from './upscale.js';
 import { watermark } from './watermark.js';
 
-const KINDS: readonly AnyOperation[] = [compress, resize, crop, convert, rotate, flip, watermark, upscale, imageToPdf, presentationToImages];
+const KINDS: readonly AnyOperation[] = [compress, resize, crop, convert, rotate, flip, watermark, upscale, redact, imageToPdf, presentationToImages];
 
 /** Every kind, and the pipeline of the image transforms among them (those with a step). */
 export const OPERATIONS: readonly AnyOperation[] = [...KINDS, pipelineOf(KINDS.filter((op) => op.step))];

@@ -28,7 +28,7 @@ export const resize: Operation<typeof optionsSchema> = {
   summary: 'Resize an image',
   description:
     'Scales to `width` and/or `height`. `fit` decides how the box is filled: `inside` (default) keeps the aspect ratio within the box, ' +
-    '`cover` fills it and crops (at `position`; `attention` and `entropy` choose the crop by content), `contain` letterboxes on `background`, ' +
+    '`cover` fills it and crops (at `position`; `attention` and `entropy` choose the crop by content, `face` centres it on the faces found, else as `attention`), `contain` letterboxes on `background`, ' +
     '`fill` stretches, `outside` covers without cropping. Animations are resized frame by frame.',
   accepts: 'image',
   batch: true,
@@ -46,7 +46,7 @@ export const resize: Operation<typeof optionsSchema> = {
   outputSize: (options, source) => resizedSize(source, options),
   step: {
     background: (options) => options.background,
-    transform({ width, height, fit = 'inside', position = 'center', background, withoutEnlargement }) {
+    transform({ width, height, fit = 'inside', position = 'center', background, withoutEnlargement }, env) {
       return (image, source, firstFrame) => {
         const options = {
           width,
@@ -59,7 +59,7 @@ export const resize: Operation<typeof optionsSchema> = {
         } as const;
         // A cover box of both sides may be chosen by content, on an animation too.
         if (fit === 'cover' && width !== undefined && height !== undefined)
-          return coverResize(image, { ...options, width, height }, source, firstFrame);
+          return coverResize(image, { ...options, width, height }, source, firstFrame, env.task.signal);
         return image.resize(options);
       };
     },

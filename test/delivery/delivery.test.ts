@@ -2,7 +2,10 @@
 // the render cache (miss, hit, 304, purges), single-flight, the quota, origins.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { DIALECTS, startServer, type TestServer } from '../helpers.js';
+import path from 'node:path';
+import sharp from 'sharp';
+import { detectFaces } from '../../src/imaging/faces.js';
+import { DIALECTS, REPO_ROOT, startServer, type TestServer } from '../helpers.js';
 import { sweepExpiredRenders } from '../../src/delivery/render-cache.js';
 import { fetchDelivery, png, rawGet, sign, signer, sizeOf, startOrigin, type Origin, type Signer } from './helpers.js';
 
@@ -183,7 +186,17 @@ for (const dialect of DIALECTS) {
         assert.equal(response.headers.get('cache-control'), 'no-store');
       }
       const faceMessage = (await a.get(a.url('g:face', fileId))).body.error.message;
-      assert.match(faceMessage, /face detection/);
+      assert.match(faceMessage, /needs fit:cover/);
+    });
+
+    it('g:face with fit:cover renders a crop centred on the faces (a real photo of three people)', async () => {
+      const photo = await a.client.uploadOk(path.join(REPO_ROOT, 'node_modules/@vladmandic/face-api/demo/sample1.jpg'));
+      const response = await a.get(a.url('w:200,h:400,fit:cover,g:face,f:png', photo));
+      assert.equal(response.status, 200, JSON.stringify(response.body?.error ?? ''));
+      const size = await sizeOf(response.body);
+      assert.deepEqual([size.width, size.height], [200, 400]);
+      const faces = await detectFaces(sharp(response.body), { width: 200, height: 400 });
+      assert.ok(faces.length >= 1, 'no face in the g:face render');
     });
 
     it('f:auto: AVIF, WebP, then JPEG or PNG (alpha) by Accept, with Vary: Accept', async () => {

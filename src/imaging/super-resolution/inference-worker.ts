@@ -1,6 +1,5 @@
 // The worker thread that runs the network (engine.ts starts one per process and keeps it). It
-// loads TensorFlow.js on its WebAssembly backend (the .wasm files of @tensorflow/tfjs-backend-wasm,
-// from node_modules; the SIMD build is chosen where the CPU has it), loads each scale's model once,
+// loads TensorFlow.js on its WebAssembly backend (../tfjs-wasm.ts), loads each scale's model once,
 // when first asked for, and keeps it. A job is one image: its tiles run one after the other, each
 // row of tiles is sent back as a band of output rows, and progress is reported after every tile.
 // Between tiles the job's cancel flag (shared memory, so no message needs to get through while a
@@ -8,10 +7,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createRequire } from 'node:module';
 import { parentPort } from 'node:worker_threads';
-import * as tf from '@tensorflow/tfjs';
-import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
+import type * as tf from '@tensorflow/tfjs';
+import { wasmBackend } from '../tfjs-wasm.js';
 import { readModelFiles, type ModelScale } from './model.js';
 import { placeTile, planTiles, tileInput } from './tiles.js';
 
@@ -41,7 +39,6 @@ export type InferenceMessage =
 const port = parentPort;
 if (!port) throw new Error('inference-worker.ts runs as a worker thread');
 
-const require = createRequire(import.meta.url);
 const models = new Map<ModelScale, Promise<tf.LayersModel>>();
 
 /**
@@ -65,16 +62,12 @@ function lowerThreadPriority(): void {
 
 lowerThreadPriority();
 
-const backend = (async () => {
-  setWasmPaths(path.join(path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm')), path.sep));
-  await tf.setBackend('wasm');
-  await tf.ready();
-})();
+const backend = wasmBackend();
 
 function model(scale: ModelScale): Promise<tf.LayersModel> {
   let loading = models.get(scale);
   if (!loading) {
-    loading = backend.then(() => tf.loadLayersModel(tf.io.fromMemory(readModelFiles(scale))));
+    loading = backend.then((tf) => tf.loadLayersModel(tf.io.fromMemory(readModelFiles(scale))));
     models.set(scale, loading);
     loading.catch(() => models.delete(scale));
   }
@@ -82,6 +75,7 @@ function model(scale: ModelScale): Promise<tf.LayersModel> {
 }
 
 async function run(job: InferenceJob): Promise<void> {
+  const tf = await backend;
   const network = await model(job.scale);
   const rows = planTiles(job.width, job.height, job.tileSize, job.overlap);
   const total = rows.reduce((n, row) => n + row.tiles.length, 0);

@@ -25,7 +25,7 @@ const FIELDS: { name: keyof Transform; label: string; choices?: string[]; placeh
   {
     name: 'g',
     label: 'Gravity (g)',
-    choices: ['center', 'north', 'northeast', 'east', 'southeast', 'south', 'southwest', 'west', 'northwest', 'attention', 'entropy'],
+    choices: ['center', 'north', 'northeast', 'east', 'southeast', 'south', 'southwest', 'west', 'northwest', 'attention', 'entropy', 'face'],
   },
   { name: 'dpr', label: 'Pixel ratio (dpr)', choices: ['1', '1.5', '2', '3', '4'] },
   { name: 'f', label: 'Format (f)', choices: ['auto', 'jpeg', 'png', 'webp', 'avif', 'gif'] },

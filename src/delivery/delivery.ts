@@ -37,7 +37,7 @@ import { findOrigin } from './origins.js';
 import { findPreset } from './presets.js';
 import { mediaTypeOf, render } from './render.js';
 import { RenderCache, type CachedRender } from './render-cache.js';
-import { deleteSigningKey, findSigningKey, forgetSigningKeys, signatureMatches } from './signing-keys.js';
+import { deleteSigningKey, findSigningKey, forgetSigningKeys, knownSigningKey, signatureMatches } from './signing-keys.js';
 import { invalidPair, normalise, parsePairs, presetOf, resolveTransform, type Transform } from './transform.js';
 
 export interface DeliveryRequest {
@@ -111,13 +111,31 @@ export class Delivery {
     this.services.events.changed('signing-keys');
   }
 
+  /**
+   * A hit answered from this process's memory alone — the signing key, the parsed transform and
+   * the render all held there, nothing awaited — or undefined for anything else, which `deliver`
+   * then answers in full (errors, misses, `_` URLs, presets, origins, entries due for a look at
+   * their row). What it answers is what `deliver` would: the same checks, in memory.
+   */
+  deliverFromMemory(request: DeliveryRequest): Delivered | undefined {
+    const key = knownSigningKey(this.services.database, request.keyId);
+    if (!key || key.disabled || request.signature === '_') return undefined;
+    const { transformText, sourceText } = splitSigned(request.signed);
+    const parsed = this.parsed.get(transformText);
+    if (!parsed || !FILE_ID.test(sourceText) || !signatureMatches(key.secret, request.signed, request.signature)) return undefined;
+    const format = outputFormat(parsed.transform, request.accept);
+    const found = this.cache.peek(
+      cacheKeyOf(key.accountId, `file:${sourceText}`, FILE_VERSION, parsed.normalised, format),
+      this.services.clock.now(),
+    );
+    return found && { ...found, hit: true, negotiated: parsed.transform.f === 'auto' };
+  }
+
   async deliver(request: DeliveryRequest): Promise<Delivered> {
     const { database, clock } = this.services;
     const key = await findSigningKey(database, request.keyId);
     if (!key) throw signatureInvalid();
-    const slash = request.signed.indexOf('/');
-    const transformText = slash < 0 ? request.signed : request.signed.slice(0, slash);
-    const sourceText = slash < 0 ? '' : request.signed.slice(slash + 1);
+    const { transformText, sourceText } = splitSigned(request.signed);
     if (request.signature === '_') {
       // Unsigned: only a public preset, as the whole transform (Cloudinary's strict transformations).
       const name = /^p:([a-z0-9-]{1,32})$/.exec(transformText)?.[1];
@@ -133,8 +151,7 @@ export class Delivery {
     const now = clock.now();
     const negotiated = transform.f === 'auto';
     const format = outputFormat(transform, request.accept);
-    const formatClass = typeof format === 'function' ? 'auto-legacy' : (format ?? 'source');
-    const keyOf = (sourceId: string, version: string) => sha256Hex([key.accountId, sourceId, version, normalised, formatClass].join('\n'));
+    const keyOf = (sourceId: string, version: string) => cacheKeyOf(key.accountId, sourceId, version, normalised, format);
     const hit = async (cacheKey: string): Promise<Delivered | undefined> => {
       const found = await this.cache.lookup(cacheKey, now);
       return found && { ...found, hit: true, negotiated };
@@ -357,6 +374,18 @@ interface Made {
 }
 
 type RenderFormat = OutputFormat | ((hasAlpha: boolean) => OutputFormat) | undefined;
+
+/** `{transform}/{source}` in its two parts. */
+function splitSigned(signed: string): { transformText: string; sourceText: string } {
+  const slash = signed.indexOf('/');
+  return slash < 0 ? { transformText: signed, sourceText: '' } : { transformText: signed.slice(0, slash), sourceText: signed.slice(slash + 1) };
+}
+
+/** A render's cache key (see the header): the account, the source and its version, the normalised transform, the format. */
+function cacheKeyOf(accountId: string, sourceId: string, version: string, normalised: string, format: RenderFormat): string {
+  const formatClass = typeof format === 'function' ? 'auto-legacy' : (format ?? 'source');
+  return sha256Hex([accountId, sourceId, version, normalised, formatClass].join('\n'));
+}
 
 /**
  * The output format: `f` as given; for `auto`, AVIF when Accept names it, else WebP, else (a

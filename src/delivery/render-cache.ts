@@ -21,7 +21,7 @@
 //   purge here drops its entries at once, and `onPurge` tells the other processes (delivery.ts:
 //   PostgreSQL NOTIFY), which otherwise stop serving a purged render within KEY_CACHE_MS.
 // Renders are no account's files: nothing here touches storageBytes.
-import { KEY_CACHE_MS } from '../accounts/accounts.js';
+import { KEY_CACHE_MS } from '../accounts/key-cache.js';
 import type { Database } from '../db/database.js';
 import { isObjectNotFound, type ObjectStorage } from '../storage/storage.js';
 import { Readable } from 'node:stream';
@@ -78,12 +78,9 @@ export class RenderCache {
    * and not past its source's expiry; bumps its use now and then.
    */
   async lookup(key: string, now: number): Promise<{ render: CachedRender; body: Buffer | Readable } | undefined> {
+    const known = this.peek(key, now);
+    if (known) return known;
     const remembered = this.memory.get(key);
-    if (remembered && (remembered.expiresAt === null || remembered.expiresAt > now)) {
-      this.memory.delete(key);
-      this.memory.set(key, remembered);
-      if (performance.now() - remembered.checkedAt <= KEY_CACHE_MS) return { render: remembered.render, body: remembered.data };
-    }
     const render = await this.find(key, now);
     if (!render) {
       this.forget(key);
@@ -98,6 +95,19 @@ export class RenderCache {
     const data = Buffer.concat(await body.toArray());
     this.remember(render, data);
     return { render, body: data };
+  }
+
+  /**
+   * The render of `key` and its bytes if this process's memory holds them, not past their
+   * source's expiry and with their row seen within KEY_CACHE_MS; else undefined (lookup reads the row).
+   */
+  peek(key: string, now: number): { render: CachedRender; body: Buffer } | undefined {
+    const remembered = this.memory.get(key);
+    if (!remembered || (remembered.expiresAt !== null && remembered.expiresAt <= now)) return undefined;
+    this.memory.delete(key);
+    this.memory.set(key, remembered);
+    if (performance.now() - remembered.checkedAt > KEY_CACHE_MS) return undefined;
+    return { render: remembered.render, body: remembered.data };
   }
 
   /** Drops every render this process keeps in memory (another process purged some). */

@@ -35,6 +35,7 @@ import { aiUpscale } from './scenarios/ai-upscale.js';
 import { aiQuality } from './scenarios/ai-quality.js';
 import { pipelineScenario } from './scenarios/pipeline.js';
 import { deliveryScenario } from './scenarios/delivery.js';
+import { jobStatements } from './scenarios/job-statements.js';
 import { presentationBench } from './presentation.js';
 import { presignScenario } from './presign.js';
 import { previewScenario } from './preview.js';
@@ -57,6 +58,7 @@ function textScenario(name: string, title: string, run: () => Promise<{ name: st
 const scenarios: Scenario[] = [
   resizeThroughput,
   statusPolls,
+  jobStatements,
   deliveryScenario,
   queuePickup,
   presentationBench,

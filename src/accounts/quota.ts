@@ -39,20 +39,25 @@ export const periods = {
   dailyTasks: (now: number) => `tasks-day:${dayKey(now)}`,
 };
 
+/**
+ * Adds `amount` to a counter if it stays within `limit`, in one statement: the first use of a
+ * period inserts its row, a later one updates it only while the sum fits (the conflicting row is
+ * locked and the condition read again on PostgreSQL; SQLite has one writer): exact under
+ * concurrency on both.
+ */
 async function increment(tx: Tx | Database['db'], accountId: string, period: string, amount: number, limit: number): Promise<boolean> {
-  await tx
-    .insertInto('usage_counters')
-    .values({ account_id: accountId, period, used: 0 })
-    .onConflict((oc) => oc.columns(['account_id', 'period']).doNothing())
-    .execute();
+  if (amount > limit) return false;
   const result = await tx
-    .updateTable('usage_counters')
-    .set({ used: sql`used + ${amount}` })
-    .where('account_id', '=', accountId)
-    .where('period', '=', period)
-    .where(sql<boolean>`used + ${amount} <= ${limit}`)
+    .insertInto('usage_counters')
+    .values({ account_id: accountId, period, used: amount })
+    .onConflict((oc) =>
+      oc
+        .columns(['account_id', 'period'])
+        .doUpdateSet({ used: sql`usage_counters.used + ${amount}` })
+        .where(sql<boolean>`usage_counters.used + ${amount} <= ${limit}`),
+    )
     .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
+  return Number(result.numInsertedOrUpdatedRows) === 1;
 }
 
 async function counterValue(db: Tx | Database['db'], accountId: string, period: string): Promise<number> {

@@ -24,6 +24,8 @@ export interface Database {
   dialect: 'sqlite' | 'postgres';
   /** PostgreSQL claims with FOR UPDATE SKIP LOCKED; SQLite has one writer and needs none. */
   skipLocked: boolean;
+  /** PostgreSQL locks rows it reads with FOR … UPDATE; SQLite has one writer and needs none. */
+  rowLocks: boolean;
   /** A connection string for LISTEN/NOTIFY, where the dialect has it. */
   postgresUrl?: string;
   /**
@@ -79,6 +81,7 @@ export async function openDatabase(config: DatabaseConfig, options: { poolSize?:
       db,
       dialect: 'sqlite',
       skipLocked: false,
+      rowLocks: false,
       transaction: (fn) => retrying(() => db.transaction().execute(fn), isSqliteBusy, 20),
       lockRow: async () => {},
       check: () => answers(db),
@@ -103,6 +106,7 @@ export async function openDatabase(config: DatabaseConfig, options: { poolSize?:
     db,
     dialect: 'postgres',
     skipLocked: true,
+    rowLocks: true,
     postgresUrl: config.url,
     transaction: (fn) => retrying(() => db.transaction().execute(fn), isPostgresConflict, 5),
     lockRow: async (tx, table, id) => {

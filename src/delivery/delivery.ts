@@ -18,13 +18,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
+import type { RawBuilder } from 'kysely';
 import { limitsOf, type PlanLimits, type PlanTable } from '../accounts/plans.js';
 import { chargeRender, refundRender } from '../accounts/quota.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import { AppError, TaskError } from '../errors.js';
-import { getLiveFile } from '../files/files.js';
+import { fileIsLive, getLiveFile } from '../files/files.js';
 import { IMAGE_FORMATS, type OutputFormat } from '../imaging/formats.js';
 import { sha256Hex } from '../ids.js';
 import type { Metrics } from '../metrics.js';
@@ -33,7 +34,7 @@ import type { ObjectStorage } from '../storage/storage.js';
 import { ownedTempPrefix } from '../temp-files.js';
 import { RenderSlots } from './admission.js';
 import { checkOriginPath, originObject } from './origin-fetch.js';
-import { findOrigin } from './origins.js';
+import { findOrigin, originExists } from './origins.js';
 import { findPreset } from './presets.js';
 import { mediaTypeOf, render } from './render.js';
 import { RenderCache, type CachedRender } from './render-cache.js';
@@ -65,8 +66,8 @@ interface Source {
   storageKey: string;
   format: string;
   expiresAt: number | null;
-  /** Whether it is still live, checked after a render is stored (it may have been deleted meanwhile). */
-  stillLive(): Promise<boolean>;
+  /** The condition that it still exists, written with its render's row (it may have been deleted meanwhile). */
+  live(now: number): RawBuilder<boolean>;
 }
 
 const FILE_ID = /^[A-Za-z0-9_-]{1,100}$/;
@@ -232,7 +233,7 @@ export class Delivery {
         storageKey: object.storageKey,
         format: object.format,
         expiresAt: null,
-        stillLive: async () => (await findOrigin(database, accountId, name))?.id === origin.id,
+        live: () => originExists(database, accountId, origin.id),
       };
     }
     if (!FILE_ID.test(text)) {
@@ -259,11 +260,7 @@ export class Delivery {
       storageKey: file.storage_key,
       format: file.format,
       expiresAt: file.expires_at,
-      stillLive: async () =>
-        getLiveFile(database.db, accountId, file.id, this.services.clock.now()).then(
-          () => true,
-          () => false,
-        ),
+      live: (now) => fileIsLive(database, accountId, file.id, now),
     };
   }
 
@@ -289,6 +286,7 @@ export class Delivery {
         () => this.slots.release(),
       );
       metrics.renderDuration.observe((performance.now() - started) / 1000);
+      const storedAt = clock.now();
       const stored = await this.cache.store(
         {
           key: cacheKey,
@@ -301,13 +299,11 @@ export class Delivery {
           data: made.data,
           expiresAt: source.expiresAt,
         },
-        clock.now(),
+        storedAt,
+        source.live(storedAt),
       );
-      // Deleted while it rendered: its purge may have run before this store.
-      if (!(await source.stillLive())) {
-        await this.cache.purgeSource(accountId, source.id);
-        throw new AppError('NOT_FOUND', 'The source was deleted');
-      }
+      // Deleted while it rendered: not kept (its purge may have run before this store).
+      if (!stored) throw new AppError('NOT_FOUND', 'The source was deleted');
       return { render: stored, data: made.data };
     } catch (err) {
       await refundRender(database, accountId, chargedAt).catch(() => undefined);

@@ -22,6 +22,7 @@
 //   PostgreSQL NOTIFY), which otherwise stop serving a purged render within KEY_CACHE_MS.
 // Renders are no account's files: nothing here touches storageBytes.
 import { KEY_CACHE_MS } from '../accounts/key-cache.js';
+import { sql, type RawBuilder } from 'kysely';
 import type { Database } from '../db/database.js';
 import { isObjectNotFound, type ObjectStorage } from '../storage/storage.js';
 import { Readable } from 'node:stream';
@@ -158,8 +159,13 @@ export class RenderCache {
     this.memoryBytes -= remembered.data.length;
   }
 
-  /** Stores a render (object first, then its row), then evicts past the size cap. */
-  async store(render: NewRender, now: number): Promise<CachedRender> {
+  /**
+   * Stores a render (object first, then its row), then evicts past the size cap. With `live`
+   * (its source's module's condition that the source still exists), the row is written only
+   * while it holds, in the same statement: a render of a source deleted while it rendered is
+   * not kept (its purge may have run before this store) and undefined is answered.
+   */
+  async store(render: NewRender, now: number, live?: RawBuilder<boolean>): Promise<CachedRender | undefined> {
     const storageKey = `${RENDERS_PREFIX}/${render.key}`;
     await this.storage.put(storageKey, Readable.from([render.data]));
     const values = {
@@ -174,12 +180,26 @@ export class RenderCache {
       created_at: now,
       last_used_at: now,
     };
+    const row = { key: render.key, ...values };
+    const columns = Object.keys(row) as (keyof typeof row)[];
     // Another process may have made the same render meanwhile: the same bytes under the same key.
-    await this.database.db
+    const written = await this.database.db
       .insertInto('render_cache')
-      .values({ key: render.key, ...values })
+      .$if(live === undefined, (qb) => qb.values(row))
+      .$if(live !== undefined, (qb) =>
+        qb.columns(columns).expression(
+          sql`select ${sql.join(
+            columns.map((c) => row[c]),
+            sql`, `,
+          )} where ${live!}`,
+        ),
+      )
       .onConflict((oc) => oc.column('key').doUpdateSet(values))
-      .execute();
+      .executeTakeFirst();
+    if (Number(written.numInsertedOrUpdatedRows) === 0) {
+      await this.storage.delete(storageKey).catch(() => undefined);
+      return undefined;
+    }
     this.knownBytes += render.data.length;
     const stored = { key: render.key, storageKey, contentType: render.contentType, etag: render.etag, bytes: render.data.length };
     this.remember({ ...stored, expiresAt: render.expiresAt }, render.data);

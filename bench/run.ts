@@ -36,6 +36,7 @@ import { aiQuality } from './scenarios/ai-quality.js';
 import { pipelineScenario } from './scenarios/pipeline.js';
 import { deliveryScenario } from './scenarios/delivery.js';
 import { facesScenario } from './scenarios/faces.js';
+import { jobStatements } from './scenarios/job-statements.js';
 import { presentationBench } from './presentation.js';
 import { presignScenario } from './presign.js';
 import { previewScenario } from './preview.js';
@@ -58,6 +59,7 @@ function textScenario(name: string, title: string, run: () => Promise<{ name: st
 const scenarios: Scenario[] = [
   resizeThroughput,
   statusPolls,
+  jobStatements,
   deliveryScenario,
   queuePickup,
   presentationBench,

@@ -44,8 +44,9 @@ export interface ServiceOverrides {
   logger?: Logger;
 }
 
-export function createLogger(config: Config): Logger {
-  return pino({
+/** The service's logger, to stdout (a test reading its lines gives a `destination`). */
+export function createLogger(config: Config, destination?: pino.DestinationStream): Logger {
+  const options: pino.LoggerOptions = {
     level: config.logLevel,
     // Never log credentials, even when a request is logged whole.
     redact: ['req.headers["x-api-key"]', 'req.headers.cookie', 'req.headers.authorization', 'headers["x-api-key"]'],
@@ -58,7 +59,8 @@ export function createLogger(config: Config): Logger {
         remoteAddress: req.ip,
       }),
     },
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 export async function createServices(config: Config, overrides: ServiceOverrides = {}): Promise<Services> {

@@ -48,6 +48,8 @@ export interface TestServerOptions {
   workers?: number;
   /** Adds to the app before it listens (a hook that plays a slow moment, say). */
   beforeListen?: (app: FastifyInstance) => void;
+  /** The service's logger (default: silent). */
+  logger?: pino.Logger;
 }
 
 export interface TestServer {
@@ -107,7 +109,7 @@ export async function startServer(options: TestServerOptions = {}): Promise<Test
   env.PLANS_FILE = path.join(dataDir, 'plans.json');
   fs.writeFileSync(env.PLANS_FILE, JSON.stringify(plans));
   const config = loadConfig(env);
-  const services = await createServices(config, { clock: options.clock, logger: pino({ level: 'silent' }) });
+  const services = await createServices(config, { clock: options.clock, logger: options.logger ?? pino({ level: 'silent' }) });
   const app = await buildApp(services);
   options.beforeListen?.(app);
   // PORT is 0 (any free port) unless a test needs a known one (PUBLIC_URL, say: presigned URLs name it).

@@ -11,6 +11,7 @@ import { AppError } from '../errors.js';
 import { newId, sha256Hex } from '../ids.js';
 import { isPlanName, PLAN_NAMES, type PlanName } from './plans.js';
 import { periods } from './quota.js';
+import { keyCachePerDatabase } from './key-cache.js';
 
 export type Account = Selectable<AccountsTable>;
 
@@ -187,64 +188,14 @@ export async function listApiKeys(database: Database, accountId: string) {
 
 export type KeyAccount = Account & { keyId: string };
 
-/**
- * How long a key's account and plan may be served from memory: a revocation or a plan change
- * made by another process applies within this (one made through this process's database handle
- * applies at once). Entries are re-read in the background after KEY_REFRESH_MS, so a busy key
- * never waits for the database.
- */
-export const KEY_CACHE_MS = 900;
-const KEY_REFRESH_MS = 400;
-const KEY_CACHE_ENTRIES = 10_000;
+export { KEY_CACHE_MS } from './key-cache.js';
 
-interface CachedKey {
-  /** performance.now() when the read that produced `account` started. */
-  readAt: number;
-  /** Undefined: the key was found revoked (kept so that an older read cannot bring it back). */
-  account: KeyAccount | undefined;
-  refreshing?: Promise<unknown>;
-}
-
-/** Known keys by hash, per database handle; a miss is always read from the database. */
-class KeyCache {
-  readonly entries = new Map<string, CachedKey>();
-  readonly loading = new Map<string, Promise<KeyAccount | undefined>>();
-  /** Bumped by every change that could alter what a key authenticates as. */
-  generation = 0;
-
-  clear(): void {
-    this.entries.clear();
-    this.loading.clear();
-    this.generation++;
-  }
-
-  /** Keeps what a read that started at `readAt` found, unless a later read is already kept. */
-  store(keyHash: string, readAt: number, account: KeyAccount | undefined): void {
-    const current = this.entries.get(keyHash);
-    if (current && current.readAt >= readAt) return;
-    // An unknown key is not remembered (a stream of made-up keys must not fill the cache); a
-    // known one that is no longer valid is, as a marker.
-    if (!account && !current) return;
-    if (!current && this.entries.size >= KEY_CACHE_ENTRIES) {
-      const now = performance.now();
-      for (const [hash, entry] of this.entries) if (now - entry.readAt >= KEY_CACHE_MS) this.entries.delete(hash);
-      if (this.entries.size >= KEY_CACHE_ENTRIES) this.entries.clear();
-    }
-    this.entries.set(keyHash, { readAt, account });
-  }
-}
-
-const keyCaches = new WeakMap<Database, KeyCache>();
-
-function keyCacheOf(database: Database): KeyCache {
-  let cache = keyCaches.get(database);
-  if (!cache) keyCaches.set(database, (cache = new KeyCache()));
-  return cache;
-}
+/** Known keys by hash (key-cache.ts: at most KEY_CACHE_MS old, re-read in the background). */
+const apiKeys = keyCachePerDatabase<KeyAccount>();
 
 /** Changes to keys or plans made through `database` apply to its next request. */
 function keysChanged(database: Database): void {
-  keyCaches.get(database)?.clear();
+  apiKeys.clear(database);
 }
 
 async function readApiKey(database: Database, clock: Clock, keyHash: string): Promise<KeyAccount | undefined> {
@@ -265,40 +216,11 @@ async function readApiKey(database: Database, clock: Clock, keyHash: string): Pr
   return { ...account, keyId };
 }
 
-/** Reads the key now and caches the answer, unless the keys changed meanwhile. */
-async function loadApiKey(database: Database, clock: Clock, cache: KeyCache, keyHash: string): Promise<KeyAccount | undefined> {
-  const generation = cache.generation;
-  const readAt = performance.now();
-  const account = await readApiKey(database, clock, keyHash);
-  if (cache.generation === generation) cache.store(keyHash, readAt, account);
-  return account;
-}
-
 /**
  * The account a key belongs to (with the key's id), or undefined for an unknown or revoked key.
  * Served from memory for at most KEY_CACHE_MS after the database said so.
  */
 export async function authenticateApiKey(database: Database, clock: Clock, key: string): Promise<KeyAccount | undefined> {
   const keyHash = hashApiKey(key);
-  const cache = keyCacheOf(database);
-  const entry = cache.entries.get(keyHash);
-  if (entry?.account) {
-    const age = performance.now() - entry.readAt;
-    if (age < KEY_CACHE_MS) {
-      if (age >= KEY_REFRESH_MS && !entry.refreshing) {
-        // A failed refresh leaves the entry to expire; the next read then reports the error.
-        entry.refreshing = loadApiKey(database, clock, cache, keyHash).catch(() => undefined);
-      }
-      return entry.account;
-    }
-  }
-  // Concurrent first requests of a key share one read.
-  let pending = cache.loading.get(keyHash);
-  if (!pending) {
-    pending = loadApiKey(database, clock, cache, keyHash).finally(() => {
-      if (cache.loading.get(keyHash) === pending) cache.loading.delete(keyHash);
-    });
-    cache.loading.set(keyHash, pending);
-  }
-  return pending;
+  return apiKeys.of(database).get(keyHash, () => readApiKey(database, clock, keyHash));
 }

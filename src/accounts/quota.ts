@@ -39,20 +39,25 @@ export const periods = {
   dailyTasks: (now: number) => `tasks-day:${dayKey(now)}`,
 };
 
+/**
+ * Adds `amount` to a counter if it stays within `limit`, in one statement: the first use of a
+ * period inserts its row, a later one updates it only while the sum fits (the conflicting row is
+ * locked and the condition read again on PostgreSQL; SQLite has one writer): exact under
+ * concurrency on both.
+ */
 async function increment(tx: Tx | Database['db'], accountId: string, period: string, amount: number, limit: number): Promise<boolean> {
-  await tx
-    .insertInto('usage_counters')
-    .values({ account_id: accountId, period, used: 0 })
-    .onConflict((oc) => oc.columns(['account_id', 'period']).doNothing())
-    .execute();
+  if (amount > limit) return false;
   const result = await tx
-    .updateTable('usage_counters')
-    .set({ used: sql`used + ${amount}` })
-    .where('account_id', '=', accountId)
-    .where('period', '=', period)
-    .where(sql<boolean>`used + ${amount} <= ${limit}`)
+    .insertInto('usage_counters')
+    .values({ account_id: accountId, period, used: amount })
+    .onConflict((oc) =>
+      oc
+        .columns(['account_id', 'period'])
+        .doUpdateSet({ used: sql`usage_counters.used + ${amount}` })
+        .where(sql<boolean>`usage_counters.used + ${amount} <= ${limit}`),
+    )
     .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
+  return Number(result.numInsertedOrUpdatedRows) === 1;
 }
 
 async function counterValue(db: Tx | Database['db'], accountId: string, period: string): Promise<number> {
@@ -137,14 +142,38 @@ export async function refundRender(database: Database, accountId: string, charge
     .execute();
 }
 
-export async function checkQueuedTasks(tx: Tx, accountId: string, limits: PlanLimits, adding: number): Promise<void> {
+/** What queuing new work checks of an account, read under its lock (lockAccountForWork). */
+export interface AccountWork {
+  storageUsed: number;
+  /** Tasks queued or running. */
+  activeTasks: number;
+}
+
+/**
+ * lockAccount, and what queuing work checks under that lock — the storage used and the tasks
+ * queued or running — read by the same statement. Tasks are only added under this lock, so the
+ * count read here can only fall before the commit: the limit is never passed.
+ */
+export async function lockAccountForWork(database: Database, tx: Tx, accountId: string): Promise<AccountWork> {
   const row = await tx
-    .selectFrom('tasks')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('account_id', '=', accountId)
-    .where('status', 'in', ACTIVE_STATUSES)
-    .executeTakeFirstOrThrow();
-  const active = Number(row.n);
+    .selectFrom('accounts')
+    .select((eb) => [
+      'storage_used',
+      eb
+        .selectFrom('tasks')
+        .select(eb.fn.countAll<number>().as('n'))
+        .where('tasks.account_id', '=', accountId)
+        .where('tasks.status', 'in', ACTIVE_STATUSES)
+        .as('active'),
+    ])
+    .where('accounts.id', '=', accountId)
+    .$if(database.rowLocks, (qb) => qb.forNoKeyUpdate())
+    .executeTakeFirst();
+  return { storageUsed: Number(row?.storage_used ?? 0), activeTasks: Number(row?.active ?? 0) };
+}
+
+export function checkQueuedTasks(work: AccountWork, limits: PlanLimits, adding: number): void {
+  const active = work.activeTasks;
   if (active + adding > limits.maxQueuedTasks) {
     throw new AppError('TOO_MANY_QUEUED_TASKS', `${active} task(s) are queued or running; the plan allows ${limits.maxQueuedTasks} at once`, {
       limit: limits.maxQueuedTasks,
@@ -199,8 +228,8 @@ export async function chargeStorage(tx: Tx, accountId: string, limits: PlanLimit
  * Refuses new work while the account's storage is full (at or over its limit): its outputs
  * would have nowhere to go. Call it under the account's lock.
  */
-export async function checkStorage(tx: Tx, accountId: string, limits: PlanLimits): Promise<void> {
-  const used = await storageUsed(tx, accountId);
+export function checkStorage(work: AccountWork, limits: PlanLimits): void {
+  const used = work.storageUsed;
   if (used >= limits.storageBytes) {
     throw new AppError(
       'STORAGE_LIMIT_EXCEEDED',

@@ -24,6 +24,8 @@ export interface Database {
   dialect: 'sqlite' | 'postgres';
   /** PostgreSQL claims with FOR UPDATE SKIP LOCKED; SQLite has one writer and needs none. */
   skipLocked: boolean;
+  /** PostgreSQL locks rows it reads with FOR … UPDATE; SQLite has one writer and needs none. */
+  rowLocks: boolean;
   /** A connection string for LISTEN/NOTIFY, where the dialect has it. */
   postgresUrl?: string;
   /**
@@ -43,6 +45,11 @@ export interface Database {
   lockRow(tx: Tx, table: LockableTable, id: string): Promise<void>;
   /** Answers when the database does (readiness); throws what the driver says when it does not. */
   check(): Promise<void>;
+  /**
+   * Statements sent through `db` so far, a transaction's BEGIN and COMMIT included (the bench
+   * counts them per job: bench/scenarios/job-statements.ts).
+   */
+  statementCount(): number;
   close(): Promise<void>;
 }
 
@@ -51,6 +58,12 @@ const answers = async (db: Kysely<DB>): Promise<void> => {
 };
 
 export async function openDatabase(config: DatabaseConfig, options: { poolSize?: number } = {}): Promise<Database> {
+  // Kysely calls `log` once per statement it sends (its drivers send BEGIN and COMMIT as statements too).
+  let statements = 0;
+  const log = () => {
+    statements++;
+  };
+  const statementCount = () => statements;
   if (config.dialect === 'sqlite') {
     let handle: Sqlite.Database;
     try {
@@ -63,14 +76,16 @@ export async function openDatabase(config: DatabaseConfig, options: { poolSize?:
     handle.pragma('synchronous = NORMAL');
     handle.pragma('busy_timeout = 10000');
     handle.pragma('foreign_keys = ON');
-    const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: cachingStatements(handle) }) });
+    const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: cachingStatements(handle) }), log });
     return {
       db,
       dialect: 'sqlite',
       skipLocked: false,
+      rowLocks: false,
       transaction: (fn) => retrying(() => db.transaction().execute(fn), isSqliteBusy, 20),
       lockRow: async () => {},
       check: () => answers(db),
+      statementCount,
       close: () => db.destroy(),
     };
   }
@@ -86,17 +101,19 @@ export async function openDatabase(config: DatabaseConfig, options: { poolSize?:
     await pool.end().catch(() => {});
     throw new ConfigError([`DATABASE_URL: cannot connect to PostgreSQL (${(err as Error).message})`]);
   }
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), log });
   return {
     db,
     dialect: 'postgres',
     skipLocked: true,
+    rowLocks: true,
     postgresUrl: config.url,
     transaction: (fn) => retrying(() => db.transaction().execute(fn), isPostgresConflict, 5),
     lockRow: async (tx, table, id) => {
       await tx.selectFrom(table).select('id').where('id', '=', id).forNoKeyUpdate().execute();
     },
     check: () => answers(db),
+    statementCount,
     close: () => db.destroy(),
   };
 }

@@ -18,13 +18,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
+import type { RawBuilder } from 'kysely';
 import { limitsOf, type PlanLimits, type PlanTable } from '../accounts/plans.js';
 import { chargeRender, refundRender } from '../accounts/quota.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import { AppError, TaskError } from '../errors.js';
-import { getLiveFile } from '../files/files.js';
+import { fileIsLive, getLiveFile } from '../files/files.js';
 import { IMAGE_FORMATS, type OutputFormat } from '../imaging/formats.js';
 import { sha256Hex } from '../ids.js';
 import type { Metrics } from '../metrics.js';
@@ -33,11 +34,11 @@ import type { ObjectStorage } from '../storage/storage.js';
 import { ownedTempPrefix } from '../temp-files.js';
 import { RenderSlots } from './admission.js';
 import { checkOriginPath, originObject } from './origin-fetch.js';
-import { findOrigin } from './origins.js';
+import { findOrigin, originExists } from './origins.js';
 import { findPreset } from './presets.js';
 import { mediaTypeOf, render } from './render.js';
 import { RenderCache, type CachedRender } from './render-cache.js';
-import { deleteSigningKey, findSigningKey, forgetSigningKeys, signatureMatches } from './signing-keys.js';
+import { deleteSigningKey, findSigningKey, forgetSigningKeys, knownSigningKey, signatureMatches } from './signing-keys.js';
 import { invalidPair, normalise, parsePairs, presetOf, resolveTransform, type Transform } from './transform.js';
 
 export interface DeliveryRequest {
@@ -65,8 +66,8 @@ interface Source {
   storageKey: string;
   format: string;
   expiresAt: number | null;
-  /** Whether it is still live, checked after a render is stored (it may have been deleted meanwhile). */
-  stillLive(): Promise<boolean>;
+  /** The condition that it still exists, written with its render's row (it may have been deleted meanwhile). */
+  live(now: number): RawBuilder<boolean>;
 }
 
 const FILE_ID = /^[A-Za-z0-9_-]{1,100}$/;
@@ -111,13 +112,31 @@ export class Delivery {
     this.services.events.changed('signing-keys');
   }
 
+  /**
+   * A hit answered from this process's memory alone — the signing key, the parsed transform and
+   * the render all held there, nothing awaited — or undefined for anything else, which `deliver`
+   * then answers in full (errors, misses, `_` URLs, presets, origins, entries due for a look at
+   * their row). What it answers is what `deliver` would: the same checks, in memory.
+   */
+  deliverFromMemory(request: DeliveryRequest): Delivered | undefined {
+    const key = knownSigningKey(this.services.database, request.keyId);
+    if (!key || key.disabled || request.signature === '_') return undefined;
+    const { transformText, sourceText } = splitSigned(request.signed);
+    const parsed = this.parsed.get(transformText);
+    if (!parsed || !FILE_ID.test(sourceText) || !signatureMatches(key.secret, request.signed, request.signature)) return undefined;
+    const format = outputFormat(parsed.transform, request.accept);
+    const found = this.cache.peek(
+      cacheKeyOf(key.accountId, `file:${sourceText}`, FILE_VERSION, parsed.normalised, format),
+      this.services.clock.now(),
+    );
+    return found && { ...found, hit: true, negotiated: parsed.transform.f === 'auto' };
+  }
+
   async deliver(request: DeliveryRequest): Promise<Delivered> {
     const { database, clock } = this.services;
     const key = await findSigningKey(database, request.keyId);
     if (!key) throw signatureInvalid();
-    const slash = request.signed.indexOf('/');
-    const transformText = slash < 0 ? request.signed : request.signed.slice(0, slash);
-    const sourceText = slash < 0 ? '' : request.signed.slice(slash + 1);
+    const { transformText, sourceText } = splitSigned(request.signed);
     if (request.signature === '_') {
       // Unsigned: only a public preset, as the whole transform (Cloudinary's strict transformations).
       const name = /^p:([a-z0-9-]{1,32})$/.exec(transformText)?.[1];
@@ -133,8 +152,7 @@ export class Delivery {
     const now = clock.now();
     const negotiated = transform.f === 'auto';
     const format = outputFormat(transform, request.accept);
-    const formatClass = typeof format === 'function' ? 'auto-legacy' : (format ?? 'source');
-    const keyOf = (sourceId: string, version: string) => sha256Hex([key.accountId, sourceId, version, normalised, formatClass].join('\n'));
+    const keyOf = (sourceId: string, version: string) => cacheKeyOf(key.accountId, sourceId, version, normalised, format);
     const hit = async (cacheKey: string): Promise<Delivered | undefined> => {
       const found = await this.cache.lookup(cacheKey, now);
       return found && { ...found, hit: true, negotiated };
@@ -215,7 +233,7 @@ export class Delivery {
         storageKey: object.storageKey,
         format: object.format,
         expiresAt: null,
-        stillLive: async () => (await findOrigin(database, accountId, name))?.id === origin.id,
+        live: () => originExists(database, accountId, origin.id),
       };
     }
     if (!FILE_ID.test(text)) {
@@ -242,11 +260,7 @@ export class Delivery {
       storageKey: file.storage_key,
       format: file.format,
       expiresAt: file.expires_at,
-      stillLive: async () =>
-        getLiveFile(database.db, accountId, file.id, this.services.clock.now()).then(
-          () => true,
-          () => false,
-        ),
+      live: (now) => fileIsLive(database, accountId, file.id, now),
     };
   }
 
@@ -272,6 +286,7 @@ export class Delivery {
         () => this.slots.release(),
       );
       metrics.renderDuration.observe((performance.now() - started) / 1000);
+      const storedAt = clock.now();
       const stored = await this.cache.store(
         {
           key: cacheKey,
@@ -284,13 +299,11 @@ export class Delivery {
           data: made.data,
           expiresAt: source.expiresAt,
         },
-        clock.now(),
+        storedAt,
+        source.live(storedAt),
       );
-      // Deleted while it rendered: its purge may have run before this store.
-      if (!(await source.stillLive())) {
-        await this.cache.purgeSource(accountId, source.id);
-        throw new AppError('NOT_FOUND', 'The source was deleted');
-      }
+      // Deleted while it rendered: not kept (its purge may have run before this store).
+      if (!stored) throw new AppError('NOT_FOUND', 'The source was deleted');
       return { render: stored, data: made.data };
     } catch (err) {
       await refundRender(database, accountId, chargedAt).catch(() => undefined);
@@ -357,6 +370,18 @@ interface Made {
 }
 
 type RenderFormat = OutputFormat | ((hasAlpha: boolean) => OutputFormat) | undefined;
+
+/** `{transform}/{source}` in its two parts. */
+function splitSigned(signed: string): { transformText: string; sourceText: string } {
+  const slash = signed.indexOf('/');
+  return slash < 0 ? { transformText: signed, sourceText: '' } : { transformText: signed.slice(0, slash), sourceText: signed.slice(slash + 1) };
+}
+
+/** A render's cache key (see the header): the account, the source and its version, the normalised transform, the format. */
+function cacheKeyOf(accountId: string, sourceId: string, version: string, normalised: string, format: RenderFormat): string {
+  const formatClass = typeof format === 'function' ? 'auto-legacy' : (format ?? 'source');
+  return sha256Hex([accountId, sourceId, version, normalised, formatClass].join('\n'));
+}
 
 /**
  * The output format: `f` as given; for `auto`, AVIF when Accept names it, else WebP, else (a

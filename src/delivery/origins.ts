@@ -1,6 +1,7 @@
 // Origins: where an account's delivery URLs may fetch sources from (`o/{name}/{path}` →
 // `baseUrl + path`), and the objects fetched from them, kept in storage under `origins/` (never
 // counted in the account's storageBytes) and revalidated after ORIGIN_CACHE_SECONDS.
+import { sql, type RawBuilder } from 'kysely';
 import type { Database, Tx } from '../db/database.js';
 import { isUniqueViolation } from '../db/database.js';
 import { AppError, notFound } from '../errors.js';
@@ -130,4 +131,13 @@ export async function saveOriginObject(database: Database, originId: string, pat
 /** Forgets a kept object the origin no longer has (it answered 404). */
 export async function forgetOriginObject(database: Database, originId: string, path: string): Promise<void> {
   await database.db.deleteFrom('origin_objects').where('origin_id', '=', originId).where('path', '=', path).execute();
+}
+
+/**
+ * "The origin still exists" as a condition for another module's statement (the render cache's
+ * store), as fileIsLive is for files: share-locked on PostgreSQL.
+ */
+export function originExists(database: Database, accountId: string, originId: string): RawBuilder<boolean> {
+  const lock = database.rowLocks ? sql` for share` : sql``;
+  return sql<boolean>`exists (select 1 from origins where id = ${originId} and account_id = ${accountId}${lock})`;
 }

@@ -21,7 +21,8 @@
 //   purge here drops its entries at once, and `onPurge` tells the other processes (delivery.ts:
 //   PostgreSQL NOTIFY), which otherwise stop serving a purged render within KEY_CACHE_MS.
 // Renders are no account's files: nothing here touches storageBytes.
-import { KEY_CACHE_MS } from '../accounts/accounts.js';
+import { KEY_CACHE_MS } from '../accounts/key-cache.js';
+import { sql, type RawBuilder } from 'kysely';
 import type { Database } from '../db/database.js';
 import { isObjectNotFound, type ObjectStorage } from '../storage/storage.js';
 import { Readable } from 'node:stream';
@@ -78,12 +79,9 @@ export class RenderCache {
    * and not past its source's expiry; bumps its use now and then.
    */
   async lookup(key: string, now: number): Promise<{ render: CachedRender; body: Buffer | Readable } | undefined> {
+    const known = this.peek(key, now);
+    if (known) return known;
     const remembered = this.memory.get(key);
-    if (remembered && (remembered.expiresAt === null || remembered.expiresAt > now)) {
-      this.memory.delete(key);
-      this.memory.set(key, remembered);
-      if (performance.now() - remembered.checkedAt <= KEY_CACHE_MS) return { render: remembered.render, body: remembered.data };
-    }
     const render = await this.find(key, now);
     if (!render) {
       this.forget(key);
@@ -98,6 +96,19 @@ export class RenderCache {
     const data = Buffer.concat(await body.toArray());
     this.remember(render, data);
     return { render, body: data };
+  }
+
+  /**
+   * The render of `key` and its bytes if this process's memory holds them, not past their
+   * source's expiry and with their row seen within KEY_CACHE_MS; else undefined (lookup reads the row).
+   */
+  peek(key: string, now: number): { render: CachedRender; body: Buffer } | undefined {
+    const remembered = this.memory.get(key);
+    if (!remembered || (remembered.expiresAt !== null && remembered.expiresAt <= now)) return undefined;
+    this.memory.delete(key);
+    this.memory.set(key, remembered);
+    if (performance.now() - remembered.checkedAt > KEY_CACHE_MS) return undefined;
+    return { render: remembered.render, body: remembered.data };
   }
 
   /** Drops every render this process keeps in memory (another process purged some). */
@@ -148,8 +159,13 @@ export class RenderCache {
     this.memoryBytes -= remembered.data.length;
   }
 
-  /** Stores a render (object first, then its row), then evicts past the size cap. */
-  async store(render: NewRender, now: number): Promise<CachedRender> {
+  /**
+   * Stores a render (object first, then its row), then evicts past the size cap. With `live`
+   * (its source's module's condition that the source still exists), the row is written only
+   * while it holds, in the same statement: a render of a source deleted while it rendered is
+   * not kept (its purge may have run before this store) and undefined is answered.
+   */
+  async store(render: NewRender, now: number, live?: RawBuilder<boolean>): Promise<CachedRender | undefined> {
     const storageKey = `${RENDERS_PREFIX}/${render.key}`;
     await this.storage.put(storageKey, Readable.from([render.data]));
     const values = {
@@ -164,12 +180,26 @@ export class RenderCache {
       created_at: now,
       last_used_at: now,
     };
+    const row = { key: render.key, ...values };
+    const columns = Object.keys(row) as (keyof typeof row)[];
     // Another process may have made the same render meanwhile: the same bytes under the same key.
-    await this.database.db
+    const written = await this.database.db
       .insertInto('render_cache')
-      .values({ key: render.key, ...values })
+      .$if(live === undefined, (qb) => qb.values(row))
+      .$if(live !== undefined, (qb) =>
+        qb.columns(columns).expression(
+          sql`select ${sql.join(
+            columns.map((c) => row[c]),
+            sql`, `,
+          )} where ${live!}`,
+        ),
+      )
       .onConflict((oc) => oc.column('key').doUpdateSet(values))
-      .execute();
+      .executeTakeFirst();
+    if (Number(written.numInsertedOrUpdatedRows) === 0) {
+      await this.storage.delete(storageKey).catch(() => undefined);
+      return undefined;
+    }
     this.knownBytes += render.data.length;
     const stored = { key: render.key, storageKey, contentType: render.contentType, etag: render.etag, bytes: render.data.length };
     this.remember({ ...stored, expiresAt: render.expiresAt }, render.data);

@@ -7,18 +7,16 @@
 // trusts. It is shown once, at creation, and never returned or logged after.
 //
 // Keys are looked up on every /r/ request, so they are served from memory for at most
-// KEY_CACHE_MS (the bound API keys have, accounts.ts): a key deleted through this process stops
+// KEY_CACHE_MS (the same cache as API keys': accounts/key-cache.ts): a key deleted through this process stops
 // working at once here (the cache is cleared); other processes are told at once where the
 // database carries messages (PostgreSQL NOTIFY, `changed:signing-keys`: delivery.ts), and in
 // any case stop within KEY_CACHE_MS.
 import crypto from 'node:crypto';
-import { KEY_CACHE_MS } from '../accounts/accounts.js';
+import { keyCachePerDatabase } from '../accounts/key-cache.js';
 import type { Database, Tx } from '../db/database.js';
 import { notFound } from '../errors.js';
 import { iso } from '../clock.js';
 import { newId } from '../ids.js';
-
-const KEY_CACHE_ENTRIES = 10_000;
 
 /** A signing key as the /r/ route needs it: its secret and its account's plan and state. */
 export interface SigningKey {
@@ -29,29 +27,12 @@ export interface SigningKey {
   disabled: boolean;
 }
 
-interface Cached {
-  readAt: number;
-  key: SigningKey | undefined;
-}
-
-class KeyCache {
-  readonly entries = new Map<string, Cached>();
-  /** Bumped by every deletion, so a read that started before it is not kept. */
-  generation = 0;
-}
-const caches = new WeakMap<Database, KeyCache>();
-function cacheOf(database: Database): KeyCache {
-  let cache = caches.get(database);
-  if (!cache) caches.set(database, (cache = new KeyCache()));
-  return cache;
-}
+/** Keys by id (key-cache.ts: at most KEY_CACHE_MS old, re-read in the background). */
+const signingKeys = keyCachePerDatabase<SigningKey>();
 
 /** Forgets every cached key of this process (a key was deleted, or an account changed). */
 export function forgetSigningKeys(database: Database): void {
-  const cache = caches.get(database);
-  if (!cache) return;
-  cache.entries.clear();
-  cache.generation++;
+  signingKeys.clear(database);
 }
 
 const toApi = (row: { id: string; created_at: number }) => ({ keyId: row.id, createdAt: iso(row.created_at) });
@@ -93,21 +74,13 @@ async function readKey(database: Database, keyId: string): Promise<SigningKey | 
 }
 
 /** The key named by a URL, or undefined (unknown or deleted); from memory for at most KEY_CACHE_MS. */
-export async function findSigningKey(database: Database, keyId: string): Promise<SigningKey | undefined> {
-  const cache = cacheOf(database);
-  const entry = cache.entries.get(keyId);
-  if (entry && performance.now() - entry.readAt < KEY_CACHE_MS) return entry.key;
-  const generation = cache.generation;
-  const readAt = performance.now();
-  const key = await readKey(database, keyId);
-  // An unknown id is not remembered: a stream of made-up ids must not fill the cache.
-  if (key && cache.generation === generation) {
-    if (cache.entries.size >= KEY_CACHE_ENTRIES) cache.entries.clear();
-    cache.entries.set(keyId, { readAt, key });
-  } else if (!key) {
-    cache.entries.delete(keyId);
-  }
-  return key;
+export function findSigningKey(database: Database, keyId: string): Promise<SigningKey | undefined> {
+  return signingKeys.of(database).get(keyId, () => readKey(database, keyId));
+}
+
+/** The key named by a URL if memory holds it (a hit answered without the database), else undefined. */
+export function knownSigningKey(database: Database, keyId: string): SigningKey | undefined {
+  return signingKeys.of(database).peek(keyId, () => readKey(database, keyId));
 }
 
 /** base64url (no padding) of HMAC-SHA256(secret, signed). */

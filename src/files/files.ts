@@ -1,5 +1,5 @@
 // File records: what the API says about a stored object, and who may see it.
-import { sql, type Kysely, type Selectable } from 'kysely';
+import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB, type FilesTable } from '../db/schema.js';
@@ -19,6 +19,16 @@ export async function getLiveFile(db: Kysely<DB>, accountId: string, fileId: str
     throw new AppError('FILE_EXPIRED', 'The file has expired and its bytes were deleted', { expiredAt: iso(file.expires_at) });
   if (file.deleted_at !== null) throw notFound('File');
   return file;
+}
+
+/**
+ * "The file is still live" as a condition for another module's statement (the render cache's
+ * store keeps a delivery render only while its file exists). On PostgreSQL the file's row is
+ * share-locked by it: a deletion in progress is waited for and then seen.
+ */
+export function fileIsLive(database: Database, accountId: string, fileId: string, now: number): RawBuilder<boolean> {
+  const lock = database.rowLocks ? sql` for share` : sql``;
+  return sql<boolean>`exists (select 1 from files where id = ${fileId} and account_id = ${accountId} and deleted_at is null and expires_at > ${now}${lock})`;
 }
 
 export async function listFiles(database: Database, accountId: string, now: number, limit: number, cursor?: string, nameContains?: string) {

@@ -17,7 +17,7 @@ import { opsRoutes } from './routes/ops.js';
 import { taskRoutes } from './routes/tasks.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { deliveryApiRoutes } from './routes/delivery-api.js';
-import { deliveryRoutes } from './routes/delivery.js';
+import { answerHitsFromMemory, deliveryRoutes } from './routes/delivery.js';
 import { uploadReceiverRoutes, uploadRoutes } from './routes/uploads.js';
 import { dashboardRoutes } from './routes/dashboard/index.js';
 
@@ -94,6 +94,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   );
   // Delivery URLs: outside /api, authorised by the URL's signature alone.
   deliveryRoutes(app, services);
+  answerHitsFromMemory(app, services);
   // Direct uploads' PUT (local storage): outside /api, authorised by the URL's signature alone.
   await uploadReceiverRoutes(app, services);
 

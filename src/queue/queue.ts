@@ -152,13 +152,14 @@ export class TaskQueue {
     const outcome = await this.database.transaction(async (tx) => {
       // The lock order of quota.ts: the account, then the task (then the new output files).
       await lockAccount(this.database, tx, task.account_id);
-      await this.database.lockRow(tx, 'tasks', task.id);
+      // Locked by the read that tells whether it is still this worker's (no lock needed otherwise).
       const held = await tx
         .selectFrom('tasks')
         .select('charged')
         .where('id', '=', task.id)
         .where('lease_owner', '=', workerId)
         .where('status', '=', 'processing')
+        .$if(this.database.rowLocks, (qb) => qb.forNoKeyUpdate())
         .executeTakeFirst();
       if (!held) return 'lost' as const;
       const refused = await completion.recordOutputs(tx, now);

@@ -8,7 +8,7 @@ import { isAnimation } from '../imaging/formats.js';
 import { checkOutputSize, checkSource, outputFrames } from '../imaging/limits.js';
 import { newId } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
-import { chargeBatchFiles, chargeTasks, checkQueuedTasks, checkStorage, lockAccount } from '../accounts/quota.js';
+import { chargeBatchFiles, chargeTasks, checkQueuedTasks, checkStorage, lockAccount, lockAccountForWork } from '../accounts/quota.js';
 import { getLiveFile, type FileRecord } from '../files/files.js';
 import { olderThan, pageOf } from '../db/pagination.js';
 import type { AnyOperation } from '../operations/types.js';
@@ -163,15 +163,15 @@ export async function submitTask({ database, tx, clock, op, submitter }: Submiss
   const now = clock.now();
   const { fileId, fileIds, ...options } = body as { fileId?: string; fileIds?: string[] } & Record<string, unknown>;
   const ids = op.multiInput ? multipleInputs(fileId, fileIds) : [fileId!];
-  await lockAccount(database, tx, submitter.accountId);
+  const work = await lockAccountForWork(database, tx, submitter.accountId);
   const files = await resolveInputs(tx, op, submitter, ids, options, now);
   // Several inputs, one task: the first input past a limit fails it.
   const failure = files.reduce<TaskError | undefined>((found, file) => found ?? failsAtOnce(op, options, file, submitter.limits), undefined);
   const task = taskRow(submitter, op, op.multiInput ? { fileIds: ids } : { fileId: ids[0]! }, options, now, null, failure);
   // API.md's order of errors: storage before quota.
-  await checkStorage(tx, submitter.accountId, submitter.limits);
+  checkStorage(work, submitter.limits);
   const charged = task.charged;
-  await checkQueuedTasks(tx, submitter.accountId, submitter.limits, charged);
+  checkQueuedTasks(work, submitter.limits, charged);
   if (charged) await chargeTasks(tx, submitter.accountId, submitter.limits, charged, now);
   await insertTasks(database, tx, [{ task, fileIds: [...ids, ...(op.extraInputs?.(options) ?? [])] }]);
   return { taskId: task.id, status: task.status, type: task.type, createdAt: iso(now), ...(task.error_code ? { error: taskErrorToApi(task) } : {}) };
@@ -198,7 +198,7 @@ export async function submitBatch({ database, tx, clock, op, submitter }: Submis
       requested: fileIds.length,
     });
   }
-  await lockAccount(database, tx, submitter.accountId);
+  const work = await lockAccountForWork(database, tx, submitter.accountId);
   const files = await resolveInputs(tx, op, submitter, fileIds, options, now);
   const batchId = newId('batch');
   const extra = op.extraInputs?.(options) ?? [];
@@ -206,10 +206,10 @@ export async function submitBatch({ database, tx, clock, op, submitter }: Submis
     task: taskRow(submitter, op, { fileId: file.id }, options, now, { id: batchId, index }, failsAtOnce(op, options, file, submitter.limits)),
     fileIds: [file.id, ...extra],
   }));
-  await checkStorage(tx, submitter.accountId, submitter.limits);
+  checkStorage(work, submitter.limits);
   // Tasks failed when queued are charged nothing, neither as tasks nor as batch files.
   const charged = rows.reduce((sum, { task }) => sum + task.charged, 0);
-  await checkQueuedTasks(tx, submitter.accountId, submitter.limits, charged);
+  checkQueuedTasks(work, submitter.limits, charged);
   if (charged) {
     await chargeBatchFiles(tx, submitter.accountId, submitter.limits, charged, now);
     await chargeTasks(tx, submitter.accountId, submitter.limits, charged, now);

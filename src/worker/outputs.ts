@@ -10,7 +10,6 @@ import type { Database, Tx } from '../db/database.js';
 import { TaskError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
-import { storageUsed } from '../accounts/quota.js';
 import { recordOutputs, type StoredOutput } from '../files/files.js';
 import type { OperationOutput } from '../operations/types.js';
 import type { TaskQueue, TaskRow } from '../queue/queue.js';
@@ -52,10 +51,11 @@ export class OutputStore {
    * goes. First the storage rules (API.md): an output larger than the plan's maxFileBytes fails
    * the task OUTPUT_TOO_LARGE, outputs that would take the account past its storage limit fail
    * it STORAGE_LIMIT_EXCEEDED (both refunded), before anything is written. The storage check is
-   * only a shortcut: `record` makes it again, exactly, in the transaction that charges the bytes.
+   * only a shortcut, against `storageUsed` as read when the task started: `record` makes it
+   * again, exactly, in the transaction that charges the bytes.
    */
-  async store(task: TaskRow, outputs: OperationOutput[], limits: PlanLimits): Promise<StoredOutput[]> {
-    await this.checkSizes(task, outputs, limits);
+  async store(task: TaskRow, outputs: OperationOutput[], limits: PlanLimits, storageUsed: number): Promise<StoredOutput[]> {
+    this.checkSizes(await outputSizes(outputs), limits, storageUsed);
     const options = parseOptions(task.options);
     const stored: StoredOutput[] = [];
     for (const [index, output] of outputs.entries()) {
@@ -102,20 +102,18 @@ export class OutputStore {
     return status;
   }
 
-  private async checkSizes(task: TaskRow, outputs: OperationOutput[], limits: PlanLimits): Promise<void> {
+  private checkSizes(sizes: { filename: string; size: number }[], limits: PlanLimits, used: number): void {
     let total = 0;
-    for (const output of outputs) {
-      const size = output.data ? output.data.length : (await fs.promises.stat(output.path)).size;
+    for (const { filename, size } of sizes) {
       if (size > limits.maxFileBytes) {
         throw new TaskError(
           'OUTPUT_TOO_LARGE',
-          `The output ${output.filename} would be ${size} bytes; the plan allows ${limits.maxFileBytes} bytes per file`,
+          `The output ${filename} would be ${size} bytes; the plan allows ${limits.maxFileBytes} bytes per file`,
         );
       }
       total += size;
     }
-    const used = total > 0 ? await storageUsed(this.deps.database.db, task.account_id) : 0;
-    if (used + total > limits.storageBytes) {
+    if (total > 0 && used + total > limits.storageBytes) {
       throw new TaskError(
         'STORAGE_LIMIT_EXCEEDED',
         `The output (${total} bytes) would take the account past its storage limit (${used} of ${limits.storageBytes} bytes used); nothing was kept`,
@@ -144,4 +142,14 @@ export class OutputStore {
     );
     return { size, etag: hash.digest('hex').slice(0, 32) };
   }
+}
+
+/** Each output's name and size (bytes in memory, or the file the operation wrote). */
+async function outputSizes(outputs: OperationOutput[]): Promise<{ filename: string; size: number }[]> {
+  return Promise.all(
+    outputs.map(async (output) => ({
+      filename: output.filename,
+      size: output.data ? output.data.length : (await fs.promises.stat(output.path)).size,
+    })),
+  );
 }

@@ -81,9 +81,9 @@ export class TaskRunner {
     );
     let outcome = 'completed';
     try {
-      const limits = await this.currentLimits(task.account_id);
+      const { limits, storageUsed } = await this.currentAccount(task.account_id);
       const result = await abortable(this.execute(task, limits, { signal, deadline, tmpDir, progress: (p) => (progress = p) }), signal);
-      const stored = await outputs.store(task, result.outputs, limits);
+      const stored = await outputs.store(task, result.outputs, limits, storageUsed);
       const completed = await queue.complete({
         task,
         workerId: this.workerId,
@@ -144,10 +144,13 @@ export class TaskRunner {
     return own ?? this.deps.config.taskTimeoutMs + (op?.extraTimeMs?.(this.deps.config) ?? 0);
   }
 
-  /** The account's plan as it is now: a plan change applies to tasks that have not run yet. */
-  private async currentLimits(accountId: string): Promise<PlanLimits> {
+  /**
+   * The account's plan as it is now (a plan change applies to tasks that have not run yet), and
+   * its storage used (for the outputs' early check: one read of the account).
+   */
+  private async currentAccount(accountId: string): Promise<{ limits: PlanLimits; storageUsed: number }> {
     const account = await findAccountById(this.deps.database, accountId);
-    return limitsOf(this.deps.plans, account?.plan);
+    return { limits: limitsOf(this.deps.plans, account?.plan), storageUsed: Number(account?.storage_used ?? 0) };
   }
 
   private async execute(

@@ -7,6 +7,8 @@ import sharp from 'sharp';
 import { detectFaces } from '../../src/imaging/faces.js';
 import { DIALECTS, REPO_ROOT, startServer, type TestServer } from '../helpers.js';
 import { sweepExpiredRenders } from '../../src/delivery/render-cache.js';
+import { findSigningKey } from '../../src/delivery/signing-keys.js';
+import { fileIsLive } from '../../src/files/files.js';
 import { fetchDelivery, png, rawGet, sign, signer, sizeOf, startOrigin, type Origin, type Signer } from './helpers.js';
 
 const renderRows = (server: TestServer) => server.services.delivery.cache.totalBytes();
@@ -277,6 +279,30 @@ for (const dialect of DIALECTS) {
       const later = Date.now() + 400 * 86_400_000;
       assert.ok((await sweepExpiredRenders(server.services.database, server.services.storage, later)) >= 1);
       assert.ok((await renderRows(server)) < kept);
+    });
+
+    it('a render whose file was deleted while it rendered is not kept: its row is written only while the file is live', async () => {
+      const { database, storage, delivery } = server.services;
+      const accountId = (await findSigningKey(database, a.keyId))!.accountId;
+      const raced = await a.client.uploadOk(await png(30, 30), 'raced.png');
+      const render = (key: string) => ({
+        key,
+        accountId,
+        source: `file:${raced}`,
+        preset: undefined,
+        contentType: 'image/png',
+        etag: key,
+        data: Buffer.from('a render'),
+        expiresAt: null,
+      });
+      const live = () => fileIsLive(database, accountId, raced, Date.now());
+      assert.ok(await delivery.cache.store(render(`raced-kept-${dialect}`), Date.now(), live()));
+      assert.equal((await a.client.request('DELETE', `/api/files/${raced}`)).status, 204);
+      // The store that lost the race to the deletion (and to its purge).
+      assert.equal(await delivery.cache.store(render(`raced-late-${dialect}`), Date.now(), live()), undefined);
+      assert.equal(await delivery.cache.lookup(`raced-late-${dialect}`, Date.now()), undefined);
+      await assert.rejects(storage.get(`renders/raced-late-${dialect}`));
+      assert.equal(await delivery.cache.lookup(`raced-kept-${dialect}`, Date.now()), undefined, 'purged with its file');
     });
 
     it('concurrent misses of one render make it once and charge once; hits are free', async () => {

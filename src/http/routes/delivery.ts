@@ -3,7 +3,11 @@
 // path is read as sent (the signature covers its text, percent-encoding included); a query
 // string is ignored. No per-key rate limit: a hit is a key lookup (cached), an HMAC, one indexed
 // read and a stream from storage; a miss is bounded by RENDER_CONCURRENCY and monthlyRenders.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Delivered } from '../../delivery/delivery.js';
+import { newId } from '../../ids.js';
 import type { Services } from '../../services.js';
 import { AppError } from '../../errors.js';
 import { TRANSFORM_GRAMMAR } from '../delivery-schemas.js';
@@ -35,6 +39,8 @@ const DESCRIPTION =
   'once; a miss that would wait for a slot longer than RENDER_QUEUE_SECONDS is 503 RENDER_BUSY with Retry-After, and a render longer than ' +
   'RENDER_TIMEOUT_SECONDS is 504 RENDER_TIMEOUT.';
 
+const ROUTE = '/r/:keyId/:signature/*';
+
 const IMAGE_HEADERS = ['ETag', 'Content-Length', 'Cache-Control', 'Imgapi-Cache', 'X-Content-Type-Options', 'Vary'] as const;
 
 /** The parts of a /r/ path as sent: key id, signature, and what follows (the signed text). */
@@ -60,7 +66,7 @@ export function deliveryRoutes(app: FastifyInstance, services: Services): void {
   // GET and HEAD as one route: Fastify's generated HEAD route would overwrite Content-Length with 0.
   app.route({
     method: ['GET', 'HEAD'],
-    url: '/r/:keyId/:signature/*',
+    url: ROUTE,
     exposeHeadRoute: false,
     schema: {
       operationId: 'deliver',
@@ -119,29 +125,95 @@ export function deliveryRoutes(app: FastifyInstance, services: Services): void {
       reply.header('cache-control', 'no-store');
       try {
         const delivered = await delivery.deliver({ ...splitPath(request.raw.url ?? ''), accept: request.headers.accept });
-        const { render } = delivered;
-        const etag = `"${render.etag}"`;
-        reply.headers({
-          etag,
-          'cache-control': config.renderCacheControl,
-          'imgapi-cache': delivered.hit ? 'hit' : 'miss',
-          'x-content-type-options': 'nosniff',
-          ...(delivered.negotiated ? { vary: 'Accept' } : {}),
-        });
+        const answer = imageAnswer(delivered, request.method, request.headers['if-none-match'], config.renderCacheControl);
         metrics.renders.inc({ outcome: delivered.hit ? 'hit' : 'miss' });
-        const notModified = matches(request.headers['if-none-match'], etag);
-        if (notModified || request.method === 'HEAD') {
-          if (!Buffer.isBuffer(delivered.body)) delivered.body.destroy();
-          if (!notModified) {
-            return reply.type(render.contentType).header('content-length', render.bytes).send();
-          }
-          return reply.code(304).send();
-        }
-        return reply.type(render.contentType).header('content-length', render.bytes).send(delivered.body);
+        reply.code(answer.status).headers(answer.headers);
+        return answer.body === undefined ? reply.send() : reply.send(answer.body);
       } catch (err) {
         metrics.renders.inc({ outcome: err instanceof AppError ? err.code : 'INTERNAL_ERROR' });
         throw err;
       }
     },
   });
+}
+
+/** The answer to a delivered render — status, headers, body — for both paths (the route above, the memory path below). */
+function imageAnswer(
+  delivered: Delivered,
+  method: string,
+  ifNoneMatch: string | undefined,
+  cacheControl: string,
+): { status: 200 | 304; headers: Record<string, string | number>; body: Buffer | Readable | undefined } {
+  const { render } = delivered;
+  const etag = `"${render.etag}"`;
+  const headers: Record<string, string | number> = {
+    'cache-control': cacheControl,
+    etag,
+    'imgapi-cache': delivered.hit ? 'hit' : 'miss',
+    'x-content-type-options': 'nosniff',
+  };
+  if (delivered.negotiated) headers.vary = 'Accept';
+  const notModified = matches(ifNoneMatch, etag);
+  if (notModified || method === 'HEAD') {
+    if (!Buffer.isBuffer(delivered.body)) delivered.body.destroy();
+    if (notModified) return { status: 304, headers, body: undefined };
+  }
+  headers['content-type'] = render.contentType;
+  headers['content-length'] = render.bytes;
+  return { status: 200, headers, body: method === 'HEAD' ? undefined : delivered.body };
+}
+
+/**
+ * Hits held in this process's memory, answered before Fastify's request handling (its hooks,
+ * request and reply objects cost most of a hit's CPU): a `request` listener in front of
+ * Fastify's on `app.server`. It answers only what Delivery.deliverFromMemory answers — a GET or
+ * HEAD of a /r/ URL without a body whose key, transform and render are all in memory — with
+ * what the route would send: the same headers (imageAnswer), the request id, the access-log
+ * line, the HTTP and render metrics. Everything else goes on to Fastify untouched. Behind a
+ * trusted proxy, requests that name a forwarded client or host go to Fastify too (its request
+ * reads them for the access log).
+ */
+export function answerHitsFromMemory(app: FastifyInstance, services: Services): void {
+  const { delivery, metrics, config, logger } = services;
+  const server = app.server;
+  const fastify = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+  if (fastify.length !== 1) throw new Error(`expected Fastify's one request listener, found ${fastify.length}`);
+  const [handler] = fastify as [(req: IncomingMessage, res: ServerResponse) => void];
+  server.removeListener('request', handler);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (!answered(req, res)) handler.call(server, req, res);
+  });
+
+  function answered(req: IncomingMessage, res: ServerResponse): boolean {
+    const started = performance.now();
+    const url = req.url ?? '';
+    const { method, headers } = req;
+    if (!url.startsWith('/r/') || (method !== 'GET' && method !== 'HEAD')) return false;
+    if ((headers['content-length'] !== undefined && headers['content-length'] !== '0') || headers['transfer-encoding'] !== undefined) return false;
+    if (config.trustProxy && (headers['x-forwarded-for'] !== undefined || headers['x-forwarded-host'] !== undefined)) return false;
+    let delivered: Delivered | undefined;
+    try {
+      delivered = delivery.deliverFromMemory({ ...splitPath(url), accept: headers.accept });
+    } catch {
+      // Whatever it is, the full path answers it (and logs it).
+      return false;
+    }
+    if (!delivered) return false;
+    const answer = imageAnswer(delivered, method, headers['if-none-match'], config.renderCacheControl);
+    const reqId = newId('req');
+    res.writeHead(answer.status, { 'x-request-id': reqId, ...answer.headers });
+    res.end(answer.body);
+    const elapsed = performance.now() - started;
+    metrics.renders.inc({ outcome: 'hit' });
+    metrics.httpRequests.inc({ method, route: ROUTE, status: String(answer.status) });
+    metrics.httpDuration.observe({ method, route: ROUTE }, elapsed / 1000);
+    // Fastify's line (app.ts OneLineAccessLog), through the same `req` serializer.
+    const host = headers.host ?? '';
+    const hostname = host[0] === '[' ? host.slice(0, host.indexOf(']') + 1) : host.split(':', 1)[0];
+    logger.info(
+      { reqId, req: { method, url, hostname, ip: req.socket.remoteAddress }, res: { statusCode: answer.status }, responseTime: elapsed },
+      'request completed',
+    );
+    return true;
+  }
 }

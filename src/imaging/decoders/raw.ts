@@ -7,6 +7,7 @@ import { bmp } from './bmp.js';
 import { heic } from './heic.js';
 import { jpegLossless } from './jpeg-lossless.js';
 import { jpeg2000 } from './jpeg2000.js';
+import { jxl } from './jxl.js';
 import type { HeaderInfo, RawDecoder, RawImage } from './pixels.js';
 
 /**
@@ -15,7 +16,7 @@ import type { HeaderInfo, RawDecoder, RawImage } from './pixels.js';
  */
 export type RawDecoderName = RawDecodedFormat | 'jpeg-lossless';
 
-const DECODERS: Record<RawDecoderName, RawDecoder> = { heic, bmp, jp2: jpeg2000, 'jpeg-lossless': jpegLossless };
+const DECODERS: Record<RawDecoderName, RawDecoder> = { heic, bmp, jp2: jpeg2000, jxl, 'jpeg-lossless': jpegLossless };
 
 function decoderFor(format: RawDecoderName): RawDecoder {
   const decoder = (DECODERS as Partial<Record<string, RawDecoder>>)[format];

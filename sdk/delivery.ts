@@ -33,7 +33,8 @@ export const GRAVITIES = [
   'entropy',
   'face',
 ] as const;
-export const FORMATS = ['jpeg', 'png', 'webp', 'avif', 'gif', 'jxl', 'auto'] as const;
+/** `jpg` is an alias of `jpeg` (the server renders and caches it as `jpeg`). */
+export const FORMATS = ['jpeg', 'png', 'webp', 'avif', 'gif', 'jxl', 'auto', 'jpg'] as const;
 
 /** The transform as named pairs; `p` (a preset) comes first, so the other pairs override it. */
 export interface Transform {

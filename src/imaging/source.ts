@@ -14,7 +14,7 @@ import { fileSource } from '../documents/container.js';
 import { isSequenceHead, readSequenceHeader, SequenceError, type SequenceHeader } from './avif-sequence.js';
 import { asHeaderError } from './errors.js';
 import { FfmpegMissing, type Ffmpeg, type FfmpegRun } from './ffmpeg.js';
-import { isAnimation, isRawDecoded } from './formats.js';
+import { isAnimation, isRawDecoded, readsHeifSequences } from './formats.js';
 import { libvipsAvifInput, primaryItemMetadata, primaryPage } from './heif-items.js';
 import { checkSource, type ImageLimits } from './limits.js';
 import { SNIFF_HEAD_BYTES } from './sniff.js';
@@ -42,32 +42,32 @@ export type OpenSource = (page: number) => Sharp;
 /** Reads the header and enforces the plan's pixel and frame limits before any decoding. */
 export async function inspect(inputPath: string, inputFormat: string, limits: ImageLimits): Promise<SourceInfo> {
   const decoder = await rawDecoderOf(inputPath, inputFormat);
-  const sequence = !decoder && inputFormat === 'avif' ? await sequenceHeaderOf(inputPath) : undefined;
+  const sequence = !decoder && readsHeifSequences(inputFormat) ? await sequenceHeaderOf(inputPath, inputFormat) : undefined;
   const info = decoder
     ? await inspectRaw(inputPath, inputFormat, decoder)
     : sequence
-      ? sequenceInfo(sequence)
+      ? sequenceInfo(sequence, inputFormat)
       : await inspectWithLibvips(inputPath, inputFormat, limits);
   checkSource(info, limits);
   return info;
 }
 
 /** An AVIF image sequence's header (avif-sequence.ts), or undefined when the AVIF is a still image. */
-async function sequenceHeaderOf(inputPath: string): Promise<SequenceHeader | undefined> {
+async function sequenceHeaderOf(inputPath: string, format: string): Promise<SequenceHeader | undefined> {
   const source = await fileSource(inputPath);
   try {
     if (!isSequenceHead(await source.read(0, 12))) return undefined;
     return await readSequenceHeader(source);
   } catch (err) {
-    if (err instanceof SequenceError) throw new TaskError('INVALID_IMAGE', `The AVIF image sequence could not be read: ${err.message}`);
+    if (err instanceof SequenceError) throw new TaskError('INVALID_IMAGE', `The ${format} image sequence could not be read: ${err.message}`);
     throw err;
   } finally {
     await source.close();
   }
 }
 
-const sequenceInfo = (header: SequenceHeader): SourceInfo => ({
-  format: 'avif',
+const sequenceInfo = (header: SequenceHeader, format: string): SourceInfo => ({
+  format,
   width: header.width,
   height: header.height,
   frames: header.frames,
@@ -145,12 +145,12 @@ export async function openSource(
     const decoded = await decodeForSharp(inputPath, decoder, maxPixels);
     return () => openSharpInput(decoded);
   }
-  const sequence = sequences && inputFormat === 'avif' ? await sequenceHeaderOf(inputPath) : undefined;
+  const sequence = sequences && readsHeifSequences(inputFormat) ? await sequenceHeaderOf(inputPath, inputFormat) : undefined;
   if (sequence) return openSequence(inputPath, sequence, animated, sequences!);
   const input = await libvipsInput(inputPath, inputFormat, maxPixels);
   // A HEIF file (AVIF) is one image, its primary item: that page whichever is asked.
   const primary =
-    inputFormat === 'avif'
+    readsHeifSequences(inputFormat)
       ? primaryPage(
           await sharp(input, { limitInputPixels: false })
             .metadata()
@@ -202,7 +202,7 @@ async function openSequence(inputPath: string, header: SequenceHeader, animated:
 export async function libvipsInput(inputPath: string, inputFormat: string, maxPixels: number): Promise<string | Buffer> {
   // Rewritten on the decoding thread: a parse of the whole document (decode-worker.ts).
   if (inputFormat === 'svg') return safeSvgOffThread({ file: inputPath }, maxPixels);
-  if (inputFormat === 'avif') return libvipsAvifInput(inputPath);
+  if (readsHeifSequences(inputFormat)) return libvipsAvifInput(inputPath);
   return inputPath;
 }
 

@@ -33,7 +33,9 @@ export const jxlScenario: Scenario = {
 
     const theirsFile = path.join(ctx.tmpDir, 'cjxl.jxl');
     started = performance.now();
-    const cjxl = spawnSync('cjxl', [png, theirsFile, '-d', DISTANCE.toFixed(2), '-e', String(EFFORT), '--num_threads=0', '--quiet'], { stdio: 'ignore' });
+    const cjxl = spawnSync('cjxl', [png, theirsFile, '-d', DISTANCE.toFixed(2), '-e', String(EFFORT), '--num_threads=0', '--quiet'], {
+      stdio: 'ignore',
+    });
     const theirsSeconds = (performance.now() - started) / 1000;
     const theirs = cjxl.status === 0 ? fs.statSync(theirsFile).size : undefined;
     ctx.log(`jxl: ours ${oursSeconds.toFixed(2)} s (${ours.length} B), cjxl ${theirsSeconds.toFixed(2)} s (${theirs ?? 'failed'} B)`);

@@ -150,7 +150,10 @@ export async function identify(
     const { unreadable, ...probed } = await probeHeader(head, sniffed.format);
     const header = withFrameCount(probed, frames);
     if (unreadable && readsHeifSequences(sniffed.format)) {
-      throw new AppError('UNSUPPORTED_MEDIA_TYPE', `The ${FORMATS[sniffed.format].title} file cannot be read: its structure is damaged or the file is cut short`);
+      throw new AppError(
+        'UNSUPPORTED_MEDIA_TYPE',
+        `The ${FORMATS[sniffed.format].title} file cannot be read: its structure is damaged or the file is cut short`,
+      );
     }
     return { sniffed, header, filename: safeFilename(filename, sniffed.format) };
   }
@@ -199,4 +202,3 @@ export async function inspectStoredObject(
   // so its id is as strong a validator.
   return { fileId: object.fileId, key: object.key, size: object.size, etag: sha256Hex(object.fileId).slice(0, 32), ...identified };
 }
-

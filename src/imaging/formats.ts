@@ -153,7 +153,14 @@ export const FORMATS = {
     mime: 'image/webp',
     extension: 'webp',
     input: 'image',
-    signature: { magic: [[[0, 'RIFF'], [8, 'WEBP']]] },
+    signature: {
+      magic: [
+        [
+          [0, 'RIFF'],
+          [8, 'WEBP'],
+        ],
+      ],
+    },
     libvips: 'decode',
     animation: true,
     streamedFrames: true,
@@ -377,7 +384,9 @@ export const OUTPUT_FORMAT_NAMES: readonly string[] = [
   ...OUTPUT_FORMATS,
   ...OUTPUT_FORMATS.flatMap((format) => (FORMATS[format] as FormatDefinition).aliases ?? []),
 ];
-const ALIASES: ReadonlyMap<string, Format> = new Map(definitions.flatMap(([format, d]) => (d.aliases ?? []).map((alias) => [alias, format] as const)));
+const ALIASES: ReadonlyMap<string, Format> = new Map(
+  definitions.flatMap(([format, d]) => (d.aliases ?? []).map((alias) => [alias, format] as const)),
+);
 /** The format an alias names (`jpg` → `jpeg`); any other value as it is. */
 export const canonicalFormat = (name: string): string => ALIASES.get(name) ?? name;
 /** The aliases, as the OpenAPI document describes them: "`jpg` (jpeg), `tif` (tiff)". */
@@ -387,10 +396,15 @@ export const aliasesText = (): string => [...ALIASES].map(([alias, format]) => `
  * The rows sniffing asks, in the table's order, those with magic bytes first: a text format
  * (SVG) has only structure, so it is asked last.
  */
-export const SIGNATURES: readonly { format: Format; signature: Signature; input: FormatDefinition['input']; title: string; mimes: readonly string[] }[] = [
-  ...definitions.filter(([, d]) => d.signature?.magic),
-  ...definitions.filter(([, d]) => d.signature && !d.signature.magic),
-].map(([format, d]) => ({ format, signature: d.signature!, input: d.input, title: d.title, mimes: [d.mime, ...(d.otherMimes ?? [])] }));
+export const SIGNATURES: readonly {
+  format: Format;
+  signature: Signature;
+  input: FormatDefinition['input'];
+  title: string;
+  mimes: readonly string[];
+}[] = [...definitions.filter(([, d]) => d.signature?.magic), ...definitions.filter(([, d]) => d.signature && !d.signature.magic)].map(
+  ([format, d]) => ({ format, signature: d.signature!, input: d.input, title: d.title, mimes: [d.mime, ...(d.otherMimes ?? [])] }),
+);
 
 /** Formats whose frames are counted as an upload streams past (frame-count.ts has a counter for each). */
 export type StreamedFrameFormat = { [F in Format]: Table[F] extends { streamedFrames: true } ? F : never }[Format];

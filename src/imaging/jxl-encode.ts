@@ -67,7 +67,14 @@ export async function encodeJxl(pixels: RgbaPixels, settings: JxlSettings, bound
   };
   const worker = new Worker(WORKER_CODE, {
     eval: true,
-    workerData: { module, pixels: pixels.data, width: pixels.width, height: pixels.height, options, codec: import.meta.resolve('@jsquash/jxl/encode.js') },
+    workerData: {
+      module,
+      pixels: pixels.data,
+      width: pixels.width,
+      height: pixels.height,
+      options,
+      codec: import.meta.resolve('@jsquash/jxl/encode.js'),
+    },
   });
   try {
     const encoded = await new Promise<Uint8Array>((resolve, reject) => {

@@ -149,14 +149,13 @@ export async function openSource(
   if (sequence) return openSequence(inputPath, sequence, animated, sequences!);
   const input = await libvipsInput(inputPath, inputFormat, maxPixels);
   // A HEIF file (AVIF) is one image, its primary item: that page whichever is asked.
-  const primary =
-    readsHeifSequences(inputFormat)
-      ? primaryPage(
-          await sharp(input, { limitInputPixels: false })
-            .metadata()
-            .catch((err) => Promise.reject(asHeaderError(err, inputFormat))),
-        )
-      : undefined;
+  const primary = readsHeifSequences(inputFormat)
+    ? primaryPage(
+        await sharp(input, { limitInputPixels: false })
+          .metadata()
+          .catch((err) => Promise.reject(asHeaderError(err, inputFormat))),
+      )
+    : undefined;
   return (page) =>
     sharp(input, {
       // Limits were checked per frame from the header; libvips' own check counts all frames.

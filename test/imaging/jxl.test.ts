@@ -86,7 +86,10 @@ describe('JPEG XL output', () => {
     const source = await sharp(png).ensureAlpha().raw().toBuffer();
     const decoded = await sharp(djxl(out.data)).ensureAlpha().raw().toBuffer();
     assert.ok(decoded.equals(source), 'the pixels changed');
-    assert.ok(source.some((value, i) => i % 4 === 3 && value < 255), 'the sample has transparent pixels');
+    assert.ok(
+      source.some((value, i) => i % 4 === 3 && value < 255),
+      'the sample has transparent pixels',
+    );
   });
 
   it('an animation to JPEG XL is its first frame', async () => {

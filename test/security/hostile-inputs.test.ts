@@ -46,7 +46,11 @@ const BMP = corpusInput('images/image-rs/rgb24.bmp');
 const SVG = corpusInput('images/sharp/check.svg');
 const PPTX = corpusInput('presentations/poi/SampleShow.pptx');
 /** The corpus has no JPEG XL: libjxl's cjxl makes one (an ISO-BMFF container) from a corpus photo. */
-const JXL: HostileInput = { label: 'Portrait_1.jxl (cjxl)', filename: 'photo.jxl', bytes: () => cjxl('images/sharp/Portrait_1.jpg', ['--container=1']) };
+const JXL: HostileInput = {
+  label: 'Portrait_1.jxl (cjxl)',
+  filename: 'photo.jxl',
+  bytes: () => cjxl('images/sharp/Portrait_1.jpg', ['--container=1']),
+};
 /** A JPEG XL codestream whose SizeHeader declares 20 000 × 20 000 and holds nothing after it. */
 const JXL_BOMB: HostileInput = { label: 'a JPEG XL declaring 20000×20000', filename: 'declares.jxl', bytes: () => jxlDeclaring(20_000, 20_000) };
 

@@ -52,7 +52,10 @@ export function jobRoutes(app: FastifyInstance, services: Services): void {
           statusCode: 202,
           body: {
             success: true,
-            data: await submit({ database, tx, clock, op, submitter: { accountId: request.account.id, limits: request.limits } }, canonical(request.body)),
+            data: await submit(
+              { database, tx, clock, op, submitter: { accountId: request.account.id, limits: request.limits } },
+              canonical(request.body),
+            ),
           },
         }),
       );

@@ -99,7 +99,10 @@ const loadCodec = (): Promise<Decode> =>
   (codec ??= (async () => {
     const module = await WebAssembly.compile(await fs.promises.readFile(fileURLToPath(import.meta.resolve('@jsquash/jxl/codec/dec/jxl_dec.wasm'))));
     // Imported by its resolved address: the package's own typings need the DOM's.
-    const jsquash = (await import(import.meta.resolve('@jsquash/jxl/decode.js'))) as { default: Decode; init(module: WebAssembly.Module): Promise<unknown> };
+    const jsquash = (await import(import.meta.resolve('@jsquash/jxl/decode.js'))) as {
+      default: Decode;
+      init(module: WebAssembly.Module): Promise<unknown>;
+    };
     await jsquash.init(module);
     return jsquash.default;
   })());
@@ -117,7 +120,8 @@ async function decode(input: Buffer, maxPixels: number): Promise<RawImage> {
     throw invalid(`libjxl could not decode it (${(err as Error).message})`);
   }
   const { width, height } = decoded;
-  if (width !== header.width || height !== header.height) throw invalid(`its pixels are ${width}×${height}, its header says ${header.width}×${header.height}`);
+  if (width !== header.width || height !== header.height)
+    throw invalid(`its pixels are ${width}×${height}, its header says ${header.width}×${header.height}`);
   const rgba = Buffer.from(decoded.data.buffer, decoded.data.byteOffset, decoded.data.byteLength);
   return isOpaque(rgba) ? { data: stripAlpha(rgba, width * height), width, height, channels: 3 } : { data: rgba, width, height, channels: 4 };
 }

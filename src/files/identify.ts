@@ -8,12 +8,11 @@ import { AppError } from '../errors.js';
 import { sha256Hex } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
 import { containerKind, identifyPresentation, NotAPresentation, storageSource } from '../documents/container.js';
-import { isLosslessJpeg } from '../imaging/decoders/jpeg-lossless.js';
-import { readHeader } from '../imaging/decoders/raw.js';
+import { rawDecoderFor, readHeader } from '../imaging/decoders/raw.js';
 import { isSequenceHead, readSequenceHeader, SequenceError } from '../imaging/avif-sequence.js';
 import { asLibvipsAvif, primaryItemMetadata } from '../imaging/heif-items.js';
 import { sniff, type Sniffed } from '../imaging/sniff.js';
-import { extensionOf, FORMATS, isRawDecoded, libvipsReadsHeader, readsHeifSequences, UPLOAD_FORMATS } from '../imaging/formats.js';
+import { extensionOf, FORMATS, libvipsReadsHeader, readsHeifSequences, UPLOAD_FORMATS } from '../imaging/formats.js';
 import type { ObjectStorage } from '../storage/storage.js';
 import { countedKind, countFrames, type FrameCount } from '../imaging/frame-count.js';
 
@@ -57,10 +56,10 @@ export function safeFilename(name: string | undefined, format: string): string {
  * it, so it is refused at upload.
  */
 async function probeHeader(head: Buffer, format: string): Promise<{ width?: number; height?: number; pages?: number; unreadable?: boolean }> {
-  // A format libvips has no loader for (BMP, JPEG 2000), or a lossless JPEG that its loader
-  // refuses: the service's own decoder reads its header.
-  const ownDecoder =
-    isRawDecoded(format) && !libvipsReadsHeader(format) ? format : format === 'jpeg' && isLosslessJpeg(head) ? 'jpeg-lossless' : undefined;
+  // A format libvips has no loader for (BMP, JPEG 2000, JPEG XL), or a variant its loader refuses
+  // (lossless JPEG): the service's own decoder reads its header. HEIC's libvips reads.
+  const decoder = rawDecoderFor(format, head);
+  const ownDecoder = decoder && !(decoder === format && libvipsReadsHeader(format)) ? decoder : undefined;
   if (ownDecoder) {
     const header = await readHeader(head, ownDecoder).catch(() => undefined);
     return header ? { width: header.width, height: header.height } : {};

@@ -6,9 +6,8 @@
 import fs from 'node:fs';
 import sharp, { type Metadata, type Sharp } from 'sharp';
 import { TaskError } from '../errors.js';
-import { isLosslessJpeg } from './decoders/jpeg-lossless.js';
 import { decodeForSharp, safeSvgOffThread } from './decode-thread.js';
-import { readHeader, type RawDecoderName } from './decoders/raw.js';
+import { mayBeRawDecoded, rawDecoderFor, readHeader, type RawDecoderName } from './decoders/raw.js';
 import { openSharpInput } from './decoders/to-sharp.js';
 import { fileSource } from '../documents/container.js';
 import { isSequenceHead, readSequenceHeader, SequenceError, type SequenceHeader } from './avif-sequence.js';
@@ -78,16 +77,16 @@ const sequenceInfo = (header: SequenceHeader, format: string): SourceInfo => ({
 
 /**
  * Which of this service's decoders reads the file, if libvips does not: by its format (HEIC, BMP,
- * JPEG 2000), or, for a JPEG, by its frame (lossless, process 14).
+ * JPEG 2000, JPEG XL), or by a variant its head shows (a lossless JPEG: decoders/raw.ts).
  */
 export async function rawDecoderOf(inputPath: string, inputFormat: string): Promise<RawDecoderName | undefined> {
   if (isRawDecoded(inputFormat)) return inputFormat;
-  if (inputFormat !== 'jpeg') return undefined;
+  if (!mayBeRawDecoded(inputFormat)) return undefined;
   const handle = await fs.promises.open(inputPath, 'r');
   try {
     const head = Buffer.alloc(SNIFF_HEAD_BYTES);
     const { bytesRead } = await handle.read(head, 0, head.length, 0);
-    return isLosslessJpeg(head.subarray(0, bytesRead)) ? 'jpeg-lossless' : undefined;
+    return rawDecoderFor(inputFormat, head.subarray(0, bytesRead));
   } finally {
     await handle.close();
   }

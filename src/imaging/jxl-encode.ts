@@ -18,7 +18,7 @@ const EFFORT_FAVOUR_SIZE = 5;
 /** When the caller gives no deadline (a test, the bench): the default task time limit. */
 const DEFAULT_ALLOWANCE_MS = 120_000;
 
-export interface JxlSettings {
+interface JxlSettings {
   quality?: number;
   lossless?: boolean;
   favourSize?: boolean;

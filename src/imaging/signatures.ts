@@ -4,14 +4,14 @@
 // knows of another row. Pure functions of the head: no decoding, never a throw past its end.
 
 /** Bytes at an offset, written as a latin1 string ('\xff\xd8\xff'); a pattern is a list of them, all required. */
-export type Pattern = readonly (readonly [offset: number, bytes: string])[];
+type Pattern = readonly (readonly [offset: number, bytes: string])[];
 
 /**
  * A closer look at a head whose magic bytes matched: true (this format, its own media type),
  * 'other' (this format, served as the first of its row's `otherMimes`), a refusal (recognised,
  * not accepted: the reason), or false (not this format after all; the next row is asked).
  */
-export type Verdict = boolean | 'other' | { reason: string };
+type Verdict = boolean | 'other' | { reason: string };
 
 export interface Signature {
   /** Any one of these patterns begins a file of the format; none: only `check` can tell (text formats, asked last). */
@@ -66,7 +66,7 @@ export function jpegProcess(b: Buffer): Verdict {
  * specific brand in different places: libavif writes major "avif", some encoders major "mif1"
  * with "heic" compatible).
  */
-export function brands(b: Buffer): string[] {
+function brands(b: Buffer): string[] {
   if (b.length < 12) return [];
   let boxSize = b.readUInt32BE(0);
   let brandsAt = 8; // the major brand follows the 8-byte box header

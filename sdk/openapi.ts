@@ -2944,10 +2944,10 @@ export interface components {
          */
         PresentationToImagesOptions: {
             /**
-             * @description Image format. Default png.
+             * @description Image format. Default png. `jpg` is taken as jpeg.
              * @enum {string}
              */
-            format?: "png" | "jpeg" | "webp";
+            format?: "png" | "jpeg" | "webp" | "jpg";
             /** @description Image width in pixels. Default 1920. */
             width?: number;
             /**

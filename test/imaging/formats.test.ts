@@ -183,7 +183,7 @@ for (const dialect of DIALECTS) {
         const formats: string[] = schema.properties.format.enum;
         if (name === 'PresentationToImagesOptions')
           assert.ok(
-            formats.every((f) => (OUTPUT_FORMATS as readonly string[]).includes(f)),
+            formats.every((f) => OUTPUT_FORMAT_NAMES.includes(f)),
             name,
           );
         else assert.deepEqual(formats, OUTPUT_FORMAT_NAMES, name);

@@ -37,6 +37,7 @@ import { pipelineScenario } from './scenarios/pipeline.js';
 import { deliveryScenario } from './scenarios/delivery.js';
 import { facesScenario } from './scenarios/faces.js';
 import { jobStatements } from './scenarios/job-statements.js';
+import { jxlScenario } from './scenarios/jxl.js';
 import { presentationBench } from './presentation.js';
 import { presignScenario } from './presign.js';
 import { previewScenario } from './preview.js';
@@ -64,6 +65,7 @@ const scenarios: Scenario[] = [
   queuePickup,
   presentationBench,
   compressionScenario,
+  jxlScenario,
   textScenario('presign', "Presigned PUT of the Max plan's largest file: API RSS growth (target < 64 MiB) and throughput", presignScenario),
   textScenario('preview', '16 parallel previews of a 256 MP PNG: API RSS growth, time, answers (503 past the preview queue)', () =>
     previewScenario(),

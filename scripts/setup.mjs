@@ -127,6 +127,15 @@ const SYSTEM_PACKAGES = [
     why: 'the specialist compressors of the compression benchmark',
   },
   {
+    what: 'djxl, cjxl',
+    // libjxl's reference tools: tests check that the JPEG XL this service writes decodes with
+    // djxl, and the JPEG XL benchmark times cjxl beside the service's encoder (src/imaging/jxl.ts).
+    probe: () => hasCommand('djxl') && hasCommand('cjxl'),
+    packages: ['libjxl-tools'],
+    modes: ['test', 'bench'],
+    why: 'the reference JPEG XL decoder and encoder the JPEG XL output is checked and timed against',
+  },
+  {
     what: 'wrk',
     probe: () => hasCommand('wrk'),
     packages: ['wrk'],

@@ -33,7 +33,10 @@ export const GRAVITIES = [
   'entropy',
   'face',
 ] as const;
-export const FORMATS = ['jpeg', 'png', 'webp', 'avif', 'gif', 'jxl', 'auto'] as const;
+/** The formats a render may be written in (the server's format table: test/web/file-formats.test.ts holds them together). */
+export const RENDER_FORMATS = ['jpeg', 'png', 'webp', 'avif', 'gif', 'jxl'] as const;
+/** What `f` takes: a render format, `auto` (by the request's Accept), or `jpg` (an alias of `jpeg`, rendered and cached as it). */
+export const FORMATS = [...RENDER_FORMATS, 'auto', 'jpg'] as const;
 
 /** The transform as named pairs; `p` (a preset) comes first, so the other pairs override it. */
 export interface Transform {

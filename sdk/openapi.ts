@@ -1057,7 +1057,7 @@ export interface paths {
          *
          *     - `keyId`: one of the account's signing keys (POST /api/signing-keys).
          *     - `signature`: base64url without padding of HMAC-SHA256(secret, `{transform}/{source}`), the rest of the path exactly as sent, compared in constant time; `_` only when `transform` is exactly `p:{name}` of a public preset. Wrong, missing, unknown or deleted key: 403 SIGNATURE_INVALID.
-         *     - `transform`: `-` (the source as it is, re-encoded only where `f` asks) or `name:value` pairs joined by `,` in any order, each name once: `w`, `h` (px, 1–4096), `fit` (cover, contain, fill, inside, outside; default inside), `g` (gravity: center, north, northeast, east, southeast, south, southwest, west, northwest, attention, entropy, face; `attention` and `entropy` need `fit:cover`; `face` answers 400 until face detection exists), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), `f` (jpeg, png, webp, avif, gif, or auto; `jxl` is refused with 400 on this server: its image library has no JPEG XL encoder), `q` (1–100), `bg` (6 or 8 hex digits: letterbox and flattening colour), `rot` (90, 180, 270), `flip` (h, v, hv), `blur` (sigma 0.3–1000), `sharpen` (sigma 0.01–10), `page` (a PDF's page, from 1: PDF sources are not rendered yet, so any `page` is 400 naming it), `p` (a preset, expanded where it stands: pairs after it override its own, pairs before it are overridden by it). Rotation and flips apply first, then the resize, then blur and sharpen. A render is at most 4096 px a side (`w`, `h` after `dpr`, and the output of `-` or of a `fit` that enlarges: 400 naming `w` or `h`) and within the plan's pixel limits (422 IMAGE_TOO_LARGE). Unknown names and bad values are 400 VALIDATION_ERROR naming the pair.
+         *     - `transform`: `-` (the source as it is, re-encoded only where `f` asks) or `name:value` pairs joined by `,` in any order, each name once: `w`, `h` (px, 1–4096), `fit` (cover, contain, fill, inside, outside; default inside), `g` (gravity: center, north, northeast, east, southeast, south, southwest, west, northwest, attention, entropy, face; `attention` and `entropy` need `fit:cover`; `face` answers 400 until face detection exists), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), `f` (jpeg, png, webp, avif, gif, jxl, or auto; `jpg` is taken as jpeg), `q` (1–100), `bg` (6 or 8 hex digits: letterbox and flattening colour), `rot` (90, 180, 270), `flip` (h, v, hv), `blur` (sigma 0.3–1000), `sharpen` (sigma 0.01–10), `page` (a PDF's page, from 1: PDF sources are not rendered yet, so any `page` is 400 naming it), `p` (a preset, expanded where it stands: pairs after it override its own, pairs before it are overridden by it). Rotation and flips apply first, then the resize, then blur and sharpen. A render is at most 4096 px a side (`w`, `h` after `dpr`, and the output of `-` or of a `fit` that enlarges: 400 naming `w` or `h`) and within the plan's pixel limits (422 IMAGE_TOO_LARGE). Unknown names and bad values are 400 VALIDATION_ERROR naming the pair.
          *     - `f:auto` picks AVIF when Accept names image/avif, else WebP when it names image/webp, else JPEG (PNG when the source has alpha), and the answer carries `Vary: Accept`. Without `f` the source's format is kept where it can be written (else PNG with alpha, JPEG without).
          *     - `source`: a fileId of the signing account (expired or deleted: 404; a presentation or other non-image: 415), or `o/{origin}/{path}`: `baseUrl/path` of one of its origins, fetched under the webhook address rules (ORIGIN_ALLOW_PRIVATE_NETWORKS lifts them), without following redirects, at most the plan's maxFileBytes, within ORIGIN_TIMEOUT_SECONDS (10): a `.` or `..` segment is 400, an unknown origin or an origin 404 is 404, any other failure 502 ORIGIN_FAILED, a body that is no image 415. Fetched objects are kept and revalidated with their ETag/Last-Modified after ORIGIN_CACHE_SECONDS; when a revalidation fails the kept copy is served.
          *
@@ -1076,7 +1076,7 @@ export interface paths {
          *
          *     - `keyId`: one of the account's signing keys (POST /api/signing-keys).
          *     - `signature`: base64url without padding of HMAC-SHA256(secret, `{transform}/{source}`), the rest of the path exactly as sent, compared in constant time; `_` only when `transform` is exactly `p:{name}` of a public preset. Wrong, missing, unknown or deleted key: 403 SIGNATURE_INVALID.
-         *     - `transform`: `-` (the source as it is, re-encoded only where `f` asks) or `name:value` pairs joined by `,` in any order, each name once: `w`, `h` (px, 1–4096), `fit` (cover, contain, fill, inside, outside; default inside), `g` (gravity: center, north, northeast, east, southeast, south, southwest, west, northwest, attention, entropy, face; `attention` and `entropy` need `fit:cover`; `face` answers 400 until face detection exists), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), `f` (jpeg, png, webp, avif, gif, or auto; `jxl` is refused with 400 on this server: its image library has no JPEG XL encoder), `q` (1–100), `bg` (6 or 8 hex digits: letterbox and flattening colour), `rot` (90, 180, 270), `flip` (h, v, hv), `blur` (sigma 0.3–1000), `sharpen` (sigma 0.01–10), `page` (a PDF's page, from 1: PDF sources are not rendered yet, so any `page` is 400 naming it), `p` (a preset, expanded where it stands: pairs after it override its own, pairs before it are overridden by it). Rotation and flips apply first, then the resize, then blur and sharpen. A render is at most 4096 px a side (`w`, `h` after `dpr`, and the output of `-` or of a `fit` that enlarges: 400 naming `w` or `h`) and within the plan's pixel limits (422 IMAGE_TOO_LARGE). Unknown names and bad values are 400 VALIDATION_ERROR naming the pair.
+         *     - `transform`: `-` (the source as it is, re-encoded only where `f` asks) or `name:value` pairs joined by `,` in any order, each name once: `w`, `h` (px, 1–4096), `fit` (cover, contain, fill, inside, outside; default inside), `g` (gravity: center, north, northeast, east, southeast, south, southwest, west, northwest, attention, entropy, face; `attention` and `entropy` need `fit:cover`; `face` answers 400 until face detection exists), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), `f` (jpeg, png, webp, avif, gif, jxl, or auto; `jpg` is taken as jpeg), `q` (1–100), `bg` (6 or 8 hex digits: letterbox and flattening colour), `rot` (90, 180, 270), `flip` (h, v, hv), `blur` (sigma 0.3–1000), `sharpen` (sigma 0.01–10), `page` (a PDF's page, from 1: PDF sources are not rendered yet, so any `page` is 400 naming it), `p` (a preset, expanded where it stands: pairs after it override its own, pairs before it are overridden by it). Rotation and flips apply first, then the resize, then blur and sharpen. A render is at most 4096 px a side (`w`, `h` after `dpr`, and the output of `-` or of a `fit` that enlarges: 400 naming `w` or `h`) and within the plan's pixel limits (422 IMAGE_TOO_LARGE). Unknown names and bad values are 400 VALIDATION_ERROR naming the pair.
          *     - `f:auto` picks AVIF when Accept names image/avif, else WebP when it names image/webp, else JPEG (PNG when the source has alpha), and the answer carries `Vary: Accept`. Without `f` the source's format is kept where it can be written (else PNG with alpha, JPEG without).
          *     - `source`: a fileId of the signing account (expired or deleted: 404; a presentation or other non-image: 415), or `o/{origin}/{path}`: `baseUrl/path` of one of its origins, fetched under the webhook address rules (ORIGIN_ALLOW_PRIVATE_NETWORKS lifts them), without following redirects, at most the plan's maxFileBytes, within ORIGIN_TIMEOUT_SECONDS (10): a `.` or `..` segment is 400, an unknown origin or an origin 404 is 404, any other failure 502 ORIGIN_FAILED, a body that is no image 415. Fetched objects are kept and revalidated with their ETag/Last-Modified after ORIGIN_CACHE_SECONDS; when a revalidation fails the kept copy is served.
          *
@@ -1182,7 +1182,7 @@ export interface components {
             /** @description From the bytes, never from the name or the upload's header. */
             mimeType: string;
             /** @enum {string} */
-            format: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "heic" | "jp2" | "bmp" | "svg" | "pptx" | "ppsx" | "ppt" | "odp" | "pdf" | "zip";
+            format: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "heic" | "jp2" | "bmp" | "svg" | "jxl" | "pptx" | "ppsx" | "ppt" | "odp" | "pdf" | "zip";
             /** @description Bytes. */
             size: number;
             /** @description Pixels, as displayed (EXIF orientation applied); absent where the header does not say (presentations, PDFs, ZIPs). */
@@ -2220,7 +2220,7 @@ export interface components {
         CreatePresetRequest: {
             /** @description The preset's name: a-z, 0-9 and -, 1–32 characters. */
             name: string;
-            /** @description The transform, as in a URL but without `p`: `-` (the source as it is, re-encoded only where `f` asks) or `name:value` pairs joined by `,` in any order, each name once: `w`, `h` (px, 1–4096), `fit` (cover, contain, fill, inside, outside; default inside), `g` (gravity: center, north, northeast, east, southeast, south, southwest, west, northwest, attention, entropy, face; `attention` and `entropy` need `fit:cover`; `face` answers 400 until face detection exists), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), `f` (jpeg, png, webp, avif, gif, or auto; `jxl` is refused with 400 on this server: its image library has no JPEG XL encoder), `q` (1–100), `bg` (6 or 8 hex digits: letterbox and flattening colour), `rot` (90, 180, 270), `flip` (h, v, hv), `blur` (sigma 0.3–1000), `sharpen` (sigma 0.01–10), `page` (a PDF's page, from 1: PDF sources are not rendered yet, so any `page` is 400 naming it), `p` (a preset, expanded where it stands: pairs after it override its own, pairs before it are overridden by it). Rotation and flips apply first, then the resize, then blur and sharpen. A render is at most 4096 px a side (`w`, `h` after `dpr`, and the output of `-` or of a `fit` that enlarges: 400 naming `w` or `h`) and within the plan's pixel limits (422 IMAGE_TOO_LARGE). Unknown names and bad values are 400 VALIDATION_ERROR naming the pair. */
+            /** @description The transform, as in a URL but without `p`: `-` (the source as it is, re-encoded only where `f` asks) or `name:value` pairs joined by `,` in any order, each name once: `w`, `h` (px, 1–4096), `fit` (cover, contain, fill, inside, outside; default inside), `g` (gravity: center, north, northeast, east, southeast, south, southwest, west, northwest, attention, entropy, face; `attention` and `entropy` need `fit:cover`; `face` answers 400 until face detection exists), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), `f` (jpeg, png, webp, avif, gif, jxl, or auto; `jpg` is taken as jpeg), `q` (1–100), `bg` (6 or 8 hex digits: letterbox and flattening colour), `rot` (90, 180, 270), `flip` (h, v, hv), `blur` (sigma 0.3–1000), `sharpen` (sigma 0.01–10), `page` (a PDF's page, from 1: PDF sources are not rendered yet, so any `page` is 400 naming it), `p` (a preset, expanded where it stands: pairs after it override its own, pairs before it are overridden by it). Rotation and flips apply first, then the resize, then blur and sharpen. A render is at most 4096 px a side (`w`, `h` after `dpr`, and the output of `-` or of a `fit` that enlarges: 400 naming `w` or `h`) and within the plan's pixel limits (422 IMAGE_TOO_LARGE). Unknown names and bad values are 400 VALIDATION_ERROR naming the pair. */
             transform: string;
             /** @description Usable unsigned (`_` as the signature) when the URL's whole transform is `p:{name}`. Default false. */
             public?: boolean;
@@ -2337,10 +2337,10 @@ export interface components {
          */
         CompressOptions: {
             /**
-             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
              * @enum {string}
              */
-            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff";
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "jxl" | "jpg" | "tif";
             /** @description Encoder quality, 1–100 (a fraction is rounded; for PNG and GIF the palette), or "auto": the smallest output whose SSIM to the input stays at or above 0.99 (visually lossless), found in at most 7 encodes; `result.quality` and `result.ssim` say what was chosen. */
             quality?: string | number;
             /** @description Largest acceptable output, in bytes (exclusive with quality and lossless). */
@@ -2409,10 +2409,10 @@ export interface components {
             /** @description Never make the image larger than it is. */
             withoutEnlargement?: boolean;
             /**
-             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
              * @enum {string}
              */
-            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff";
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "jxl" | "jpg" | "tif";
             /** @description Encoder quality, 1–100; a fraction is rounded (for PNG and GIF: the palette's size and fidelity). */
             quality?: number;
         };
@@ -2510,10 +2510,10 @@ export interface components {
              */
             gravity?: "center" | "top" | "right" | "bottom" | "left" | "top-left" | "top-right" | "bottom-left" | "bottom-right" | "north" | "south" | "east" | "west" | "northeast" | "northwest" | "southeast" | "southwest" | "attention" | "entropy" | "face";
             /**
-             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
              * @enum {string}
              */
-            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff";
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "jxl" | "jpg" | "tif";
             /** @description Encoder quality, 1–100; a fraction is rounded (for PNG and GIF: the palette's size and fidelity). */
             quality?: number;
         };
@@ -2586,10 +2586,10 @@ export interface components {
          */
         ConvertOptions: {
             /**
-             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
              * @enum {string}
              */
-            format: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff";
+            format: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "jxl" | "jpg" | "tif";
             /** @description Encoder quality, 1–100; a fraction is rounded (for PNG and GIF: the palette's size and fidelity). */
             quality?: number;
         };
@@ -2635,10 +2635,10 @@ export interface components {
              */
             background?: string;
             /**
-             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
              * @enum {string}
              */
-            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff";
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "jxl" | "jpg" | "tif";
             /** @description Encoder quality, 1–100; a fraction is rounded (for PNG and GIF: the palette's size and fidelity). */
             quality?: number;
         };
@@ -2698,10 +2698,10 @@ export interface components {
             /** @enum {string} */
             direction: "horizontal" | "vertical" | "both";
             /**
-             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
              * @enum {string}
              */
-            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff";
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "jxl" | "jpg" | "tif";
             /** @description Encoder quality, 1–100; a fraction is rounded (for PNG and GIF: the palette's size and fidelity). */
             quality?: number;
         };
@@ -2783,10 +2783,10 @@ export interface components {
             /** @description Logo width as a fraction of the image width. Default 0.25. */
             scale?: number;
             /**
-             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
              * @enum {string}
              */
-            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff";
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "jxl" | "jpg" | "tif";
             /** @description Encoder quality, 1–100; a fraction is rounded (for PNG and GIF: the palette's size and fidelity). */
             quality?: number;
         };
@@ -2881,10 +2881,10 @@ export interface components {
              */
             model?: "lanczos" | "esrgan";
             /**
-             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
              * @enum {string}
              */
-            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff";
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "jxl" | "jpg" | "tif";
             /** @description Encoder quality, 1–100; a fraction is rounded (for PNG and GIF: the palette's size and fidelity). */
             quality?: number;
         };
@@ -3090,10 +3090,10 @@ export interface components {
          */
         PresentationToImagesOptions: {
             /**
-             * @description Image format. Default png.
+             * @description Image format. Default png. `jpg` is taken as jpeg.
              * @enum {string}
              */
-            format?: "png" | "jpeg" | "webp";
+            format?: "png" | "jpeg" | "webp" | "jpg";
             /** @description Image width in pixels. Default 1920. */
             width?: number;
             /**
@@ -3141,10 +3141,10 @@ export interface components {
             /** @description The transforms, in order. Each is `{kind, ...that kind’s options}`. */
             steps: (components["schemas"]["ResizeStep"] | components["schemas"]["CropStep"] | components["schemas"]["RotateStep"] | components["schemas"]["FlipStep"] | components["schemas"]["WatermarkStep"] | components["schemas"]["UpscaleStep"] | components["schemas"]["RedactStep"])[];
             /**
-             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
              * @enum {string}
              */
-            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff";
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "jxl" | "jpg" | "tif";
             /** @description Encoder quality, 1–100 (a fraction is rounded; for PNG and GIF the palette), or "auto": the smallest output whose SSIM to the input stays at or above 0.99 (visually lossless), found in at most 7 encodes; `result.quality` and `result.ssim` say what was chosen. */
             quality?: string | number;
             /** @description Largest acceptable output, in bytes (exclusive with quality and lossless). */
@@ -3800,6 +3800,7 @@ export interface operations {
                     "image/j2c": Blob;
                     "image/bmp": Blob;
                     "image/svg+xml": Blob;
+                    "image/jxl": Blob;
                     "application/vnd.openxmlformats-officedocument.presentationml.presentation": Blob;
                     "application/vnd.openxmlformats-officedocument.presentationml.slideshow": Blob;
                     "application/vnd.ms-powerpoint": Blob;
@@ -3835,6 +3836,7 @@ export interface operations {
                     "image/j2c": Blob;
                     "image/bmp": Blob;
                     "image/svg+xml": Blob;
+                    "image/jxl": Blob;
                     "application/vnd.openxmlformats-officedocument.presentationml.presentation": Blob;
                     "application/vnd.openxmlformats-officedocument.presentationml.slideshow": Blob;
                     "application/vnd.ms-powerpoint": Blob;
@@ -18833,6 +18835,7 @@ export interface operations {
                     "image/avif": Blob;
                     "image/gif": Blob;
                     "image/tiff": Blob;
+                    "image/jxl": Blob;
                 };
             };
             /** @description Not modified: the ETag matches */

@@ -29,7 +29,7 @@ import {
   type InputFile,
 } from './common.js';
 import { isFlag, kindsOf, optionName, optionValue, OptionError, stepValue, type KindInfo } from './job-options.js';
-import { extensionOf, isFormat, OUTPUT_FORMATS } from '../imaging/formats.js';
+import { canonicalFormat, extensionOf, isFormat, OUTPUT_FORMATS } from '../imaging/formats.js';
 import { formatBytes, formatDuration, table, type Board, type Row } from './progress.js';
 import { json } from './terminal.js';
 
@@ -377,7 +377,8 @@ class Run {
   private skipped(entry: Entry): boolean {
     if (this.overwrite || entry.files.length !== 1) return false;
     const asked = this.jobOptions.format;
-    const formats = typeof asked === 'string' && isFormat(asked) ? [asked] : OUTPUT_FORMATS;
+    // An alias (`jpg`) names its format's file (`.jpg` for jpeg).
+    const formats = typeof asked === 'string' && isFormat(canonicalFormat(asked)) ? [canonicalFormat(asked)] : OUTPUT_FORMATS;
     const found = formats.map((format) => this.target(entry.files[0], format, '')).find((candidate) => fs.existsSync(candidate));
     if (!found) return false;
     entry.outcome.status = 'skipped';

@@ -6,6 +6,7 @@
 // spellings of one render share one cache entry.
 import { FITS, FORMATS as DELIVERY_FORMATS, GRAVITIES } from '../../sdk/delivery.js';
 import { AppError } from '../errors.js';
+import { canonicalFormat } from '../imaging/formats.js';
 
 // The value lists are the SDK's, which checks a transform before signing it: one grammar.
 export { FITS, GRAVITIES };
@@ -61,7 +62,8 @@ const PAIRS: Record<Name, Pair> = {
   fit: choice(FITS),
   g: choice(GRAVITIES),
   dpr: decimal(1, 4),
-  f: choice(DELIVERY_FORMATS),
+  // An alias (`jpg`) is the format's own name from here on: one cache entry for both spellings.
+  f: { parse: (text) => (DELIVERY_FORMATS.includes(text as never) ? canonicalFormat(text) : undefined), expects: DELIVERY_FORMATS.join(', ') },
   q: integer(1, 100),
   bg: { parse: (text) => (/^([0-9a-fA-F]{6}|[0-9a-fA-F]{8})$/.test(text) ? text.toLowerCase() : undefined), expects: '6 or 8 hex digits' },
   rot: { parse: (text) => (['90', '180', '270'].includes(text) ? Number(text) : undefined), expects: '90, 180 or 270' },
@@ -131,7 +133,6 @@ export function resolveTransform(pairs: Pairs, preset?: Pairs): Transform {
   if ((transform.g === 'attention' || transform.g === 'entropy' || transform.g === 'face') && transform.fit !== 'cover') {
     throw invalidPair('g', `g:${transform.g} chooses a crop, so it needs fit:cover`);
   }
-  if (transform.f === 'jxl') throw invalidPair('f', 'JPEG XL output is not available on this server (its image library was built without it)');
   return transform;
 }
 

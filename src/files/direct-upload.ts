@@ -22,7 +22,8 @@ import type { PlanLimits } from '../accounts/plans.js';
 import { chargeStorage, lockAccount, releaseStorage } from '../accounts/quota.js';
 import { INCOMING_PREFIX, incomingKey, isObjectNotFound, uploadKey, type ObjectStorage } from '../storage/storage.js';
 import type { FileRecord } from './files.js';
-import { inspectStoredObject, recordUpload } from './upload.js';
+import { inspectStoredObject } from './identify.js';
+import { recordUpload } from './upload.js';
 
 type UploadRow = Selectable<UploadsTable>;
 

@@ -14,7 +14,7 @@ export const TRANSFORM_GRAMMAR =
   '`-` (the source as it is, re-encoded only where `f` asks) or `name:value` pairs joined by `,` in any order, each name once: ' +
   `\`w\`, \`h\` (px, 1–${MAX_RENDER_SIDE}), \`fit\` (${FITS.join(', ')}; default inside), \`g\` (gravity: ${GRAVITIES.join(', ')}; ` +
   '`attention` and `entropy` need `fit:cover`; `face` answers 400 until face detection exists), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), ' +
-  '`f` (jpeg, png, webp, avif, gif, or auto; `jxl` is refused with 400 on this server: its image library has no JPEG XL encoder), `q` (1–100), ' +
+  '`f` (jpeg, png, webp, avif, gif, jxl, or auto; `jpg` is taken as jpeg), `q` (1–100), ' +
   '`bg` (6 or 8 hex digits: letterbox and flattening colour), `rot` (90, 180, 270), `flip` (h, v, hv), `blur` (sigma 0.3–1000), ' +
   "`sharpen` (sigma 0.01–10), `page` (a PDF's page, from 1: PDF sources are not rendered yet, so any `page` is 400 naming it), " +
   '`p` (a preset, expanded where it stands: pairs after it override its own, pairs before it are overridden by it). ' +

@@ -4,7 +4,7 @@ import type { FromSchema } from 'json-schema-to-ts';
 import type { FastifyReply } from 'fastify';
 import { iso } from '../clock.js';
 import type { FileRecord } from '../files/files.js';
-import { safeFilename } from '../files/upload.js';
+import { safeFilename } from '../files/identify.js';
 import type { FILE_SCHEMA } from './schemas.js';
 
 export type ApiFile = FromSchema<typeof FILE_SCHEMA>;

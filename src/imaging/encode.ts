@@ -4,7 +4,7 @@
 import sharp, { type OutputInfo, type Sharp } from 'sharp';
 import { TaskError } from '../errors.js';
 import { asTaskError } from './errors.js';
-import { canBeLossless, FORMATS, type EncodeSettings, type OutputFormat } from './formats.js';
+import { canBeLossless, writerOf, type EncodeSettings, type OutputFormat } from './formats.js';
 import { optimisePng, type OptimiseBounds } from './png-optimise.js';
 import { tidyPng } from './png-size.js';
 import { reference, similarity, type Reference } from './similarity.js';
@@ -27,14 +27,24 @@ export interface EncodedImage {
   ssim?: number;
 }
 
-/** The format's encoder, with its settings, added to `image` (a sharp pipeline, not yet run). */
+/** The format's encoder, with its settings, added to `image` (a sharp pipeline, not yet run): for the formats libvips writes. */
 export function applyEncoder(image: Sharp, { format, ...settings }: EncodeOptions): Sharp {
-  return FORMATS[format].write.encode(image, settings);
+  const writer = writerOf(format);
+  if (!('encode' in writer)) throw new Error(`${format} is not written by libvips`);
+  return writer.encode(image, settings);
 }
 
 export async function encode(image: Sharp, options: EncodeOptions): Promise<EncodedImage> {
   try {
     if (options.sequence) return await options.sequence(image, options);
+    const writer = writerOf(options.format);
+    if ('encodePixels' in writer) {
+      // An encoder outside libvips (JPEG XL): the finished pipeline's pixels, one frame, as 8-bit RGBA.
+      const { format, ...settings } = options;
+      const { data, info } = await image.ensureAlpha().raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+      const encoded = await writer.encodePixels({ data, width: info.width, height: info.height }, settings);
+      return { data: encoded, format, width: info.width, height: info.height, frames: 1 };
+    }
     options = await withColours(image, options);
     const { data: written, info } = await applyEncoder(image, options).toBuffer({ resolveWithObject: true });
     // Compress drops the chunks a PNG does without (png-size.ts); other kinds write what libvips writes.
@@ -145,7 +155,7 @@ export const SIMILARITY_PROBES = 6;
  * into visible blocks while luma SSIM stays above 0.99, so the search stays above where that
  * begins. For PNG and GIF the quality is the palette's.
  */
-const LOWEST_QUALITY: Record<OutputFormat, number> = { jpeg: 70, webp: 70, tiff: 70, avif: 45, png: 30, gif: 30 };
+const LOWEST_QUALITY: Record<OutputFormat, number> = { jpeg: 70, webp: 70, tiff: 70, avif: 45, png: 30, gif: 30, jxl: 65 };
 
 /**
  * The smallest output whose SSIM to the pixels it is encoded from is at least `threshold`: a

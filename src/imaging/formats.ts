@@ -3,9 +3,14 @@
 // and, for the formats jobs write, the encoder and its defaults. Sniffing (sniff.ts), uploads,
 // the job kinds' inputs, the OpenAPI enums of `format`, the raw decoders, the encoders and the
 // docs/formats.md's table (`npm run docs:formats`) all read it; nothing repeats it.
+// Each row carries its signature (magic bytes, and a closer look where they are not enough:
+// signatures.ts), as imgproxy's `imagetype` keeps them beside each type; sniff.ts, the frame
+// counter, uploads and the pipeline ask the row, never `format === '…'`.
 // A new format is a row here, and what else it needs is asked for: a raw decoder in decoders/
-// by the compiler, a sniffer in sniff.ts and a corpus sample by test/imaging/formats.test.ts.
+// by the compiler, a corpus sample (or a made one) by test/imaging/formats.test.ts.
 import type { Sharp } from 'sharp';
+import { encodeJxl, JXL_QUALITY, type EncodeBounds, type RgbaPixels } from './jxl-encode.js';
+import { bmpHeader, hasBrand, isSvg, jpeg2000, jpegProcess, type Signature } from './signatures.js';
 
 /** How the output of an encoder is tuned; `quality` undefined means the format's default. */
 export interface EncodeSettings {
@@ -21,16 +26,23 @@ export interface EncodeSettings {
   /** Frame timing, for animations. */
   delay?: number[];
   loop?: number;
+  /** The task's deadline and cancel, for encoders that run outside libvips (JPEG XL). */
+  bounds?: EncodeBounds;
 }
 
-/** How jobs write a format (its saver). */
-interface Writer {
+/** How jobs write a format (its saver): libvips' encoder on the pipeline, or one of its own over the finished pixels. */
+type Writer = {
   /** Whether `lossless` can be honoured. */
   lossless: boolean;
   /** What the encoder does by default, as docs/formats.md's table says it. */
   defaults: string;
-  encode(image: Sharp, settings: EncodeSettings): Sharp;
-}
+} & (
+  | { encode(image: Sharp, settings: EncodeSettings): Sharp }
+  | {
+      /** The pipeline's output as 8-bit RGBA, encoded outside libvips (which cannot write the format). */
+      encodePixels(pixels: RgbaPixels, settings: EncodeSettings): Promise<Buffer>;
+    }
+);
 
 interface FormatDefinition {
   /** As people write it, for the docs. */
@@ -40,8 +52,15 @@ interface FormatDefinition {
   /** Other media types a file of this format may carry (what sniffing could tell of it). */
   otherMimes?: readonly string[];
   extension: string;
+  /** Other names the `format` option accepts for it (`jpg`), stored and answered as the format's own. */
+  aliases?: readonly string[];
   /** What reads it: the image kinds, presentation-to-images, or nothing (an output only). */
   input: 'image' | 'presentation' | null;
+  /**
+   * How its first bytes are recognised (signatures.ts). A recognised format that nothing reads
+   * (`input` null) is refused by name. Presentations have none: their container decides (documents/container.ts).
+   */
+  signature?: Signature;
   /**
    * What sharp's prebuilt libvips does with an image: decodes it; reads only its header (HEIC:
    * libheif is built without an HEVC decoder); or nothing (BMP: no loader). Where it does not
@@ -50,6 +69,17 @@ interface FormatDefinition {
   libvips?: 'decode' | 'header' | 'none';
   /** Its frames are an animation, read as one and written as one. */
   animation?: boolean;
+  /**
+   * Its frames are counted as an upload streams past (frame-count.ts): the header probe reads
+   * only the head, where a large animation's later frames are not yet in sight.
+   */
+  streamedFrames?: boolean;
+  /**
+   * An HEIF file that libvips reads: its image is its primary item (heif-items.ts), and an image
+   * sequence (brand `avis`) is read from its movie header and decoded by ffmpeg (avif-sequence.ts,
+   * ffmpeg.ts), as an animation to it is written.
+   */
+  heifSequences?: boolean;
   /** It can carry an alpha channel. */
   alpha?: boolean;
   /** What docs/formats.md says beyond the other columns. */
@@ -75,7 +105,9 @@ export const FORMATS = {
     title: 'JPEG',
     mime: 'image/jpeg',
     extension: 'jpg',
+    aliases: ['jpg'],
     input: 'image',
+    signature: { magic: [[[0, '\xff\xd8\xff']]], check: jpegProcess },
     libvips: 'decode',
     notes: "lossless JPEG (process 14, SOF3) is decoded by this service's own decoder (jpeg-lossless-decoder-js)",
     write: {
@@ -90,6 +122,7 @@ export const FORMATS = {
     mime: 'image/png',
     extension: 'png',
     input: 'image',
+    signature: { magic: [[[0, '\x89PNG\r\n\x1a\n']]] },
     libvips: 'decode',
     alpha: true,
     write: {
@@ -120,8 +153,17 @@ export const FORMATS = {
     mime: 'image/webp',
     extension: 'webp',
     input: 'image',
+    signature: {
+      magic: [
+        [
+          [0, 'RIFF'],
+          [8, 'WEBP'],
+        ],
+      ],
+    },
     libvips: 'decode',
     animation: true,
+    streamedFrames: true,
     alpha: true,
     write: {
       lossless: true,
@@ -137,8 +179,11 @@ export const FORMATS = {
     mime: 'image/avif',
     extension: 'avif',
     input: 'image',
+    // AVIF before HEIC: AVIF files routinely list the generic HEIF brands (mif1, miaf) too.
+    signature: { magic: [[[4, 'ftyp']]], check: hasBrand(new Set(['avif', 'avis'])) },
     libvips: 'decode',
     animation: true,
+    heifSequences: true,
     alpha: true,
     notes:
       "a still AVIF is its primary item: a grid assembled, clap/irot/imir applied, alpha and ICC/nclx colour read (libheif); an image sequence (animated AVIF, brand `avis`) is decoded by ffmpeg (libdav1d): every frame with its timing, the edit list's loop count and the alpha track, colour by the stream's matrix and range; animations are written as sequences by ffmpeg (libaom-av1; every frame, its delay, the loop count, alpha as an auxiliary track; about 1 s for 150 frames of 120×120); without ffmpeg, sequences fail with `CONVERSION_FAILED` and an animation to AVIF is its first frame",
@@ -156,8 +201,10 @@ export const FORMATS = {
     mime: 'image/gif',
     extension: 'gif',
     input: 'image',
+    signature: { magic: [[[0, 'GIF87a']], [[0, 'GIF89a']]] },
     libvips: 'decode',
     animation: true,
+    streamedFrames: true,
     alpha: true,
     write: {
       lossless: true,
@@ -174,7 +221,10 @@ export const FORMATS = {
     title: 'TIFF',
     mime: 'image/tiff',
     extension: 'tiff',
+    aliases: ['tif'],
     input: 'image',
+    // Classic TIFF and BigTIFF, either byte order.
+    signature: { magic: [[[0, 'II*\0']], [[0, 'MM\0*']], [[0, 'II+\0']], [[0, 'MM\0+']]] },
     libvips: 'decode',
     alpha: true,
     notes: 'the first page is read',
@@ -194,6 +244,11 @@ export const FORMATS = {
     otherMimes: ['image/heif'],
     extension: 'heic',
     input: 'image',
+    // HEIF whose brands name only the generic HEIF brands: the codec is unknown, so not claimed as HEVC.
+    signature: {
+      magic: [[[4, 'ftyp']]],
+      check: hasBrand(new Set(['heic', 'heix', 'hevc', 'hevx', 'heim', 'heis', 'hevm', 'hevs']), new Set(['mif1', 'msf1'])),
+    },
     libvips: 'header',
     alpha: true,
     notes: "only the primary image (libheif's WebAssembly build); its ICC profile and EXIF are kept as a JPEG's",
@@ -205,6 +260,7 @@ export const FORMATS = {
     otherMimes: ['image/j2c'],
     extension: 'jp2',
     input: 'image',
+    signature: { magic: [[[0, '\0\0\0\x0cjP  \r\n\x87\n']], [[0, '\xff\x4f\xff\x51']]], check: jpeg2000 },
     libvips: 'none',
     alpha: true,
     notes:
@@ -215,6 +271,7 @@ export const FORMATS = {
     mime: 'image/bmp',
     extension: 'bmp',
     input: 'image',
+    signature: { magic: [[[0, 'BM']]], check: bmpHeader },
     libvips: 'none',
     alpha: true,
   },
@@ -223,9 +280,28 @@ export const FORMATS = {
     mime: 'image/svg+xml',
     extension: 'svg',
     input: 'image',
+    // Text: no magic number, only structure (asked after every row with magic bytes).
+    signature: { check: isSvg },
     libvips: 'decode',
     alpha: true,
     notes: 'rewritten without outside references before librsvg draws it',
+  },
+  jxl: {
+    title: 'JPEG XL',
+    mime: 'image/jxl',
+    extension: 'jxl',
+    input: 'image',
+    // A bare codestream, or the ISO-BMFF container's signature box.
+    signature: { magic: [[[0, '\xff\x0a']], [[0, '\0\0\0\x0cJXL \r\n\x87\n']]] },
+    libvips: 'none',
+    alpha: true,
+    notes:
+      "bare codestreams and ISO-BMFF containers, read and written by libjxl's WebAssembly build (@jsquash/jxl) on threads of their own: the pixel limit checked from the header first, 8-bit sRGB, an animation's first frame",
+    write: {
+      lossless: true,
+      defaults: `quality ${JXL_QUALITY} (distance 2.35), effort 3 (5 for compress)`,
+      encodePixels: (pixels, { quality, lossless, favourSize, bounds }) => encodeJxl(pixels, { quality, lossless, favourSize }, bounds),
+    },
   },
   pptx: {
     title: 'PowerPoint (PPTX)',
@@ -256,6 +332,7 @@ export const FORMATS = {
     mime: 'application/pdf',
     extension: 'pdf',
     input: null,
+    signature: { magic: [[[0, '%PDF-']]] },
     notes: 'written by image-to-pdf',
   },
   zip: {
@@ -301,6 +378,42 @@ export const isFormat = (value: string): value is Format => Object.hasOwn(FORMAT
 /** Which kinds read the format: the image kinds, presentation-to-images, or none. */
 export const inputOf = (format: string): FormatDefinition['input'] => definition(format)?.input ?? null;
 const isOutputFormat = (value: string): value is OutputFormat => definition(value)?.write !== undefined;
+
+/** Every name the `format` option accepts for an output: the formats, then their aliases (`jpg`, `tif`). */
+export const OUTPUT_FORMAT_NAMES: readonly string[] = [
+  ...OUTPUT_FORMATS,
+  ...OUTPUT_FORMATS.flatMap((format) => (FORMATS[format] as FormatDefinition).aliases ?? []),
+];
+const ALIASES: ReadonlyMap<string, Format> = new Map(
+  definitions.flatMap(([format, d]) => (d.aliases ?? []).map((alias) => [alias, format] as const)),
+);
+/** The format an alias names (`jpg` → `jpeg`); any other value as it is. */
+export const canonicalFormat = (name: string): string => ALIASES.get(name) ?? name;
+/** The aliases, as the OpenAPI document describes them: "`jpg` (jpeg), `tif` (tiff)". */
+export const aliasesText = (): string => [...ALIASES].map(([alias, format]) => `\`${alias}\` (${format})`).join(', ');
+
+/**
+ * The rows sniffing asks, in the table's order, those with magic bytes first: a text format
+ * (SVG) has only structure, so it is asked last.
+ */
+export const SIGNATURES: readonly {
+  format: Format;
+  signature: Signature;
+  input: FormatDefinition['input'];
+  title: string;
+  mimes: readonly string[];
+}[] = [...definitions.filter(([, d]) => d.signature?.magic), ...definitions.filter(([, d]) => d.signature && !d.signature.magic)].map(
+  ([format, d]) => ({ format, signature: d.signature!, input: d.input, title: d.title, mimes: [d.mime, ...(d.otherMimes ?? [])] }),
+);
+
+/** Formats whose frames are counted as an upload streams past (frame-count.ts has a counter for each). */
+export type StreamedFrameFormat = { [F in Format]: Table[F] extends { streamedFrames: true } ? F : never }[Format];
+export const hasStreamedFrames = (format: string): format is StreamedFrameFormat => definition(format)?.streamedFrames === true;
+/** An HEIF file libvips reads (AVIF): its primary item, or an image sequence read by ffmpeg. */
+export const readsHeifSequences = (format: string): boolean => definition(format)?.heifSequences === true;
+
+/** How jobs write `format`. */
+export const writerOf = (format: OutputFormat): Writer => FORMATS[format].write;
 export const isRawDecoded = (format: string): format is RawDecodedFormat => {
   const libvips = definition(format)?.libvips;
   return libvips === 'header' || libvips === 'none';
@@ -335,7 +448,11 @@ export function formatTable(): string {
     const input = d.input === 'image' ? 'every image kind' : d.input === 'presentation' ? 'presentation-to-images' : '—';
     const mimes = [d.mime, ...(d.otherMimes ?? [])].map((mime) => `\`${mime}\``).join(', ');
     // Raw-decoded images: decoding them blocks the event loop, so previews (made in the API process) refuse them.
-    const notes = [isRawDecoded(format) ? "decoded by this service's own decoder, on a thread of its own" : '', d.notes ?? '']
+    const notes = [
+      isRawDecoded(format) ? "decoded by this service's own decoder, on a thread of its own" : '',
+      d.notes ?? '',
+      d.aliases ? `\`format\` also takes ${d.aliases.map((alias) => `\`${alias}\``).join(', ')}` : '',
+    ]
       .filter(Boolean)
       .join('; ');
     const cells = [

@@ -7,6 +7,9 @@
 // a frame; extensions (0x21) and image data are chains of sub-blocks; 0x3B ends the file.
 // WebP: RIFF chunks — VP8X gives the canvas, each ANMF chunk is a frame; a file with no ANMF is
 // one frame.
+// Which formats are counted is the format table's (`streamedFrames`); each has its counter here.
+import { hasStreamedFrames, type StreamedFrameFormat } from './formats.js';
+import { sniff } from './sniff.js';
 
 export interface FrameCount {
   frames: number;
@@ -17,7 +20,7 @@ export interface FrameCount {
 type Need = { bytes: number; then: (data: Buffer) => void } | { skip: number; then: () => void };
 
 export class FrameCounter {
-  private kind: 'gif' | 'webp' | 'other' | undefined;
+  private kind: StreamedFrameFormat | 'other' | undefined;
   private pending: Buffer = Buffer.alloc(0);
   private need: Need | undefined;
   private frames = 0;
@@ -53,10 +56,15 @@ export class FrameCounter {
     return undefined;
   }
 
+  /** Where each counted format's walk begins: a row that says `streamedFrames` needs one (the compiler asks). */
+  private readonly starts: Record<StreamedFrameFormat, () => void> = {
+    gif: () => (this.need = { bytes: 13, then: (screen) => this.gifScreen(screen) }),
+    webp: () => (this.need = { skip: 12, then: () => this.webpChunk() }),
+  };
+
   private start(): void {
     this.kind = countedKind(this.pending) ?? 'other';
-    if (this.kind === 'gif') this.need = { bytes: 13, then: (screen) => this.gifScreen(screen) };
-    if (this.kind === 'webp') this.need = { skip: 12, then: () => this.webpChunk() };
+    if (this.kind !== 'other') this.starts[this.kind]();
   }
 
   private run(): void {
@@ -141,11 +149,10 @@ export class FrameCounter {
   }
 }
 
-/** Which counted format a file's first 12 bytes begin, if any. */
-export function countedKind(head: Buffer): 'gif' | 'webp' | undefined {
-  if (head.toString('latin1', 0, 4) === 'GIF8') return 'gif';
-  if (head.toString('latin1', 0, 4) === 'RIFF' && head.toString('latin1', 8, 12) === 'WEBP') return 'webp';
-  return undefined;
+/** Which counted format a file's first bytes (12 suffice) begin, if any: by the table's signatures. */
+export function countedKind(head: Buffer): StreamedFrameFormat | undefined {
+  const sniffed = sniff(head);
+  return sniffed && !('refused' in sniffed) && hasStreamedFrames(sniffed.format) ? sniffed.format : undefined;
 }
 
 /** Counts the frames of a whole stream of bytes (an object already stored). */

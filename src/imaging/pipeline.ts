@@ -21,7 +21,7 @@ import { invalidOption, TaskError } from '../errors.js';
 import { encode, encodeToSimilarity, encodeToSize, type EncodedImage, type EncodeOptions } from './encode.js';
 import { asTaskError } from './errors.js';
 import type { Ffmpeg } from './ffmpeg.js';
-import { canBeLossless, canHoldAlpha, defaultOutputFormat, isRawDecoded, type OutputFormat } from './formats.js';
+import { canBeLossless, canHoldAlpha, defaultOutputFormat, isRawDecoded, readsHeifSequences, type OutputFormat } from './formats.js';
 import type { Size } from './geometry.js';
 import { checkOutputSize, checkTotalPixels, outputFrames, type ImageLimits } from './limits.js';
 import { inspect, openSource, orient, type OpenSource, type SourceInfo } from './source.js';
@@ -137,7 +137,7 @@ async function open(job: ImageJob, source: SourceInfo, planned: Size[]): Promise
   const hasAlpha = decodedFirst ? ((await decodedFirst(0).metadata()).hasAlpha ?? source.hasAlpha) : source.hasAlpha;
   const format = job.format ?? defaultOutputFormat(job.inputFormat, hasAlpha);
   // Animated AVIF is written by ffmpeg: where it is missing, the first frame, as a still AVIF.
-  const frames = format === 'avif' && !job.ffmpeg?.available() ? 1 : outputFrames(source.frames, format);
+  const frames = readsHeifSequences(format) && !job.ffmpeg?.available() ? 1 : outputFrames(source.frames, format);
   // Every frame of an animated output: each planned frame size times the frames kept.
   for (const size of planned) checkTotalPixels(size, frames, job.limits, 'The output');
   if (job.lossless && !canBeLossless(format)) throw invalidOption('lossless', `${format} output cannot be lossless`);
@@ -257,7 +257,8 @@ function encodeOutput(ctx: Context, build: () => Promise<Sharp>): Promise<Encode
     lossless: job.lossless,
     favourSize: job.favourSize,
     ...(ctx.animated ? { delay: source.delay, loop: source.loop } : {}),
-    ...(ctx.animated && ctx.format === 'avif' ? { sequence: (image, settings) => encodeSequence(ctx, image, settings) } : {}),
+    ...(ctx.animated && readsHeifSequences(ctx.format) ? { sequence: (image, settings) => encodeSequence(ctx, image, settings) } : {}),
+    bounds: { deadline: job.deadline, signal: job.signal },
   };
   if (job.targetSize !== undefined) return encodeToSize(build, options, job.targetSize, () => checkDeadline(job));
   if (job.similarity !== undefined) return encodeToSimilarity(build, options, job.similarity, () => checkDeadline(job), job);
@@ -285,7 +286,7 @@ async function encodeSequence(ctx: Context, image: Sharp, settings: EncodeOption
     { quality: settings.quality, lossless: settings.lossless, favourSize: settings.favourSize, delay: settings.delay, loop: settings.loop, alpha },
     { signal: job.signal, deadline: job.deadline },
   );
-  return { data: encoded, format: 'avif', width: header.width, height: header.height, frames: header.frames };
+  return { data: encoded, format: ctx.format, width: header.width, height: header.height, frames: header.frames };
 }
 
 /** libvips stops the work at the deadline. */

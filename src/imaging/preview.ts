@@ -30,7 +30,7 @@ import type { FilesTable } from '../db/schema.js';
 import { isObjectNotFound, previewKey, type ObjectStorage } from '../storage/storage.js';
 import { decodeForSharp } from './decode-thread.js';
 import { openSharpInput } from './decoders/to-sharp.js';
-import { mimeOf } from './formats.js';
+import { mimeOf, readsHeifSequences } from './formats.js';
 import type { Ffmpeg } from './ffmpeg.js';
 import { inspect, libvipsInput, openSource, rawDecoderOf } from './source.js';
 import { ownedTempPrefix } from '../temp-files.js';
@@ -178,7 +178,7 @@ export class Previews {
       }).autoOrient();
       return await encode(still, header.hasAlpha, box).catch(async (err: unknown) => {
         // An AVIF image sequence without a still image libvips reads: its first frame, decoded as the jobs decode it.
-        if (file.format !== 'avif' || !this.options.ffmpeg) throw err;
+        if (!readsHeifSequences(file.format) || !this.options.ffmpeg) throw err;
         const open = await openSource(source, file.format, limits.maxPixels, false, {
           ffmpeg: this.options.ffmpeg,
           deadline: Date.now() + RENDER_TIMEOUT_SECONDS * 1000,

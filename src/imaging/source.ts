@@ -6,15 +6,14 @@
 import fs from 'node:fs';
 import sharp, { type Metadata, type Sharp } from 'sharp';
 import { TaskError } from '../errors.js';
-import { isLosslessJpeg } from './decoders/jpeg-lossless.js';
 import { decodeForSharp, safeSvgOffThread } from './decode-thread.js';
-import { readHeader, type RawDecoderName } from './decoders/raw.js';
+import { mayBeRawDecoded, rawDecoderFor, readHeader, type RawDecoderName } from './decoders/raw.js';
 import { openSharpInput } from './decoders/to-sharp.js';
 import { fileSource } from '../documents/container.js';
 import { isSequenceHead, readSequenceHeader, SequenceError, type SequenceHeader } from './avif-sequence.js';
 import { asHeaderError } from './errors.js';
 import { FfmpegMissing, type Ffmpeg, type FfmpegRun } from './ffmpeg.js';
-import { isAnimation, isRawDecoded } from './formats.js';
+import { isAnimation, isRawDecoded, readsHeifSequences } from './formats.js';
 import { libvipsAvifInput, primaryItemMetadata, primaryPage } from './heif-items.js';
 import { checkSource, type ImageLimits } from './limits.js';
 import { SNIFF_HEAD_BYTES } from './sniff.js';
@@ -42,32 +41,32 @@ export type OpenSource = (page: number) => Sharp;
 /** Reads the header and enforces the plan's pixel and frame limits before any decoding. */
 export async function inspect(inputPath: string, inputFormat: string, limits: ImageLimits): Promise<SourceInfo> {
   const decoder = await rawDecoderOf(inputPath, inputFormat);
-  const sequence = !decoder && inputFormat === 'avif' ? await sequenceHeaderOf(inputPath) : undefined;
+  const sequence = !decoder && readsHeifSequences(inputFormat) ? await sequenceHeaderOf(inputPath, inputFormat) : undefined;
   const info = decoder
     ? await inspectRaw(inputPath, inputFormat, decoder)
     : sequence
-      ? sequenceInfo(sequence)
+      ? sequenceInfo(sequence, inputFormat)
       : await inspectWithLibvips(inputPath, inputFormat, limits);
   checkSource(info, limits);
   return info;
 }
 
 /** An AVIF image sequence's header (avif-sequence.ts), or undefined when the AVIF is a still image. */
-async function sequenceHeaderOf(inputPath: string): Promise<SequenceHeader | undefined> {
+async function sequenceHeaderOf(inputPath: string, format: string): Promise<SequenceHeader | undefined> {
   const source = await fileSource(inputPath);
   try {
     if (!isSequenceHead(await source.read(0, 12))) return undefined;
     return await readSequenceHeader(source);
   } catch (err) {
-    if (err instanceof SequenceError) throw new TaskError('INVALID_IMAGE', `The AVIF image sequence could not be read: ${err.message}`);
+    if (err instanceof SequenceError) throw new TaskError('INVALID_IMAGE', `The ${format} image sequence could not be read: ${err.message}`);
     throw err;
   } finally {
     await source.close();
   }
 }
 
-const sequenceInfo = (header: SequenceHeader): SourceInfo => ({
-  format: 'avif',
+const sequenceInfo = (header: SequenceHeader, format: string): SourceInfo => ({
+  format,
   width: header.width,
   height: header.height,
   frames: header.frames,
@@ -78,16 +77,16 @@ const sequenceInfo = (header: SequenceHeader): SourceInfo => ({
 
 /**
  * Which of this service's decoders reads the file, if libvips does not: by its format (HEIC, BMP,
- * JPEG 2000), or, for a JPEG, by its frame (lossless, process 14).
+ * JPEG 2000, JPEG XL), or by a variant its head shows (a lossless JPEG: decoders/raw.ts).
  */
 export async function rawDecoderOf(inputPath: string, inputFormat: string): Promise<RawDecoderName | undefined> {
   if (isRawDecoded(inputFormat)) return inputFormat;
-  if (inputFormat !== 'jpeg') return undefined;
+  if (!mayBeRawDecoded(inputFormat)) return undefined;
   const handle = await fs.promises.open(inputPath, 'r');
   try {
     const head = Buffer.alloc(SNIFF_HEAD_BYTES);
     const { bytesRead } = await handle.read(head, 0, head.length, 0);
-    return isLosslessJpeg(head.subarray(0, bytesRead)) ? 'jpeg-lossless' : undefined;
+    return rawDecoderFor(inputFormat, head.subarray(0, bytesRead));
   } finally {
     await handle.close();
   }
@@ -145,18 +144,17 @@ export async function openSource(
     const decoded = await decodeForSharp(inputPath, decoder, maxPixels);
     return () => openSharpInput(decoded);
   }
-  const sequence = sequences && inputFormat === 'avif' ? await sequenceHeaderOf(inputPath) : undefined;
+  const sequence = sequences && readsHeifSequences(inputFormat) ? await sequenceHeaderOf(inputPath, inputFormat) : undefined;
   if (sequence) return openSequence(inputPath, sequence, animated, sequences!);
   const input = await libvipsInput(inputPath, inputFormat, maxPixels);
   // A HEIF file (AVIF) is one image, its primary item: that page whichever is asked.
-  const primary =
-    inputFormat === 'avif'
-      ? primaryPage(
-          await sharp(input, { limitInputPixels: false })
-            .metadata()
-            .catch((err) => Promise.reject(asHeaderError(err, inputFormat))),
-        )
-      : undefined;
+  const primary = readsHeifSequences(inputFormat)
+    ? primaryPage(
+        await sharp(input, { limitInputPixels: false })
+          .metadata()
+          .catch((err) => Promise.reject(asHeaderError(err, inputFormat))),
+      )
+    : undefined;
   return (page) =>
     sharp(input, {
       // Limits were checked per frame from the header; libvips' own check counts all frames.
@@ -202,7 +200,7 @@ async function openSequence(inputPath: string, header: SequenceHeader, animated:
 export async function libvipsInput(inputPath: string, inputFormat: string, maxPixels: number): Promise<string | Buffer> {
   // Rewritten on the decoding thread: a parse of the whole document (decode-worker.ts).
   if (inputFormat === 'svg') return safeSvgOffThread({ file: inputPath }, maxPixels);
-  if (inputFormat === 'avif') return libvipsAvifInput(inputPath);
+  if (readsHeifSequences(inputFormat)) return libvipsAvifInput(inputPath);
   return inputPath;
 }
 

@@ -1,6 +1,6 @@
 // Option schemas and helpers shared by the image kinds.
 import { TaskError } from '../errors.js';
-import { defaultOutputFormat, mimeOf, OUTPUT_FORMATS, outputFilename } from '../imaging/formats.js';
+import { aliasesText, defaultOutputFormat, mimeOf, OUTPUT_FORMAT_NAMES, outputFilename, type OutputFormat } from '../imaging/formats.js';
 import { parseColour } from '../imaging/geometry.js';
 import { runImageJob, type ImageJob, type JobStep } from '../imaging/pipeline.js';
 import type { AnyOperation, FieldError, OperationContext, OperationResult, OptionsOf, StepEnv } from './types.js';
@@ -11,8 +11,9 @@ import type { AnyOperation, FieldError, OperationContext, OperationResult, Optio
 export const imageOutputOptions = {
   format: {
     type: 'string',
-    enum: [...OUTPUT_FORMATS],
-    description: "Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.",
+    // Typed as the formats alone: the routes put an alias's format in its place before a kind sees the options.
+    enum: [...OUTPUT_FORMAT_NAMES] as OutputFormat[],
+    description: `Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: ${aliasesText()}, stored and answered as the format they name.`,
   },
   quality: {
     type: 'number',

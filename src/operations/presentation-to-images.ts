@@ -11,7 +11,7 @@ import { rewriteSvgParts } from '../documents/svg-parts.js';
 import { TaskError } from '../errors.js';
 import { applyEncoder } from '../imaging/encode.js';
 import { asTaskError } from '../imaging/errors.js';
-import { extensionOf, mimeOf, outputFilename } from '../imaging/formats.js';
+import { canonicalFormat, extensionOf, mimeOf, OUTPUT_FORMAT_NAMES, outputFilename } from '../imaging/formats.js';
 import { checkPixels } from '../imaging/limits.js';
 import type { FieldError, Operation, OperationOutput } from './types.js';
 
@@ -28,7 +28,15 @@ const DEFAULT_WIDTH = 1920;
 
 const optionsSchema = {
   properties: {
-    format: { type: 'string', enum: FORMATS, description: 'Image format. Default png.' },
+    // With their aliases (`jpg`), which the routes put back as the format's own name before this kind sees them.
+    format: {
+      type: 'string',
+      enum: [
+        ...FORMATS,
+        ...OUTPUT_FORMAT_NAMES.filter((name) => name !== canonicalFormat(name) && (FORMATS as readonly string[]).includes(canonicalFormat(name))),
+      ] as SlideFormat[],
+      description: 'Image format. Default png. `jpg` is taken as jpeg.',
+    },
     width: { type: 'integer', minimum: MIN_WIDTH, maximum: MAX_WIDTH, description: 'Image width in pixels. Default 1920.' },
     pages: {
       type: 'string',

@@ -2,6 +2,7 @@
 // itself), and quality "auto" — the smallest output whose SSIM to the input stays at or above
 // the visually-lossless threshold — on the operation and once over HTTP.
 import assert from 'node:assert/strict';
+import { OUTPUT_FORMATS } from '../../src/imaging/formats.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -133,7 +134,7 @@ interface Entry {
   format: string;
   expect: string;
 }
-const SAME_FORMAT = new Set(['jpeg', 'png', 'webp', 'avif', 'gif', 'tiff']);
+const SAME_FORMAT: ReadonlySet<string> = new Set(OUTPUT_FORMATS);
 const AUTO_MAX_PIXELS = 2_000_000;
 
 // With its defaults, compress is held to "never larger" on every corpus image by the conformance

@@ -32,6 +32,7 @@ import {
   type HostileInput,
   type HostileRow,
 } from './hostile.js';
+import { cjxl, jxlDeclaring } from '../imaging/jxl-files.js';
 
 const JPEG = corpusInput('images/sharp/Portrait_1.jpg');
 const PNG = corpusInput('images/sharp/blackbug.png');
@@ -44,6 +45,14 @@ const TIFF = corpusInput('images/sharp/uncompressed_tiff.tiff');
 const BMP = corpusInput('images/image-rs/rgb24.bmp');
 const SVG = corpusInput('images/sharp/check.svg');
 const PPTX = corpusInput('presentations/poi/SampleShow.pptx');
+/** The corpus has no JPEG XL: libjxl's cjxl makes one (an ISO-BMFF container) from a corpus photo. */
+const JXL: HostileInput = {
+  label: 'Portrait_1.jxl (cjxl)',
+  filename: 'photo.jxl',
+  bytes: () => cjxl('images/sharp/Portrait_1.jpg', ['--container=1']),
+};
+/** A JPEG XL codestream whose SizeHeader declares 20 000 × 20 000 and holds nothing after it. */
+const JXL_BOMB: HostileInput = { label: 'a JPEG XL declaring 20000×20000', filename: 'declares.jxl', bytes: () => jxlDeclaring(20_000, 20_000) };
 
 /** Every image job, with options that make it do real work. */
 const IMAGE_JOBS = [
@@ -81,6 +90,8 @@ const DAMAGED: { input: HostileInput; every: Expectation; except?: Record<string
     { input: truncated(BMP, fraction), every: INVALID },
     { input: truncated(SVG, fraction), every: INVALID },
   ]),
+  // libjxl decodes a whole codestream or nothing.
+  { input: truncated(JXL, 0.5), every: INVALID },
   { input: bitFlipped(JPEG), every: NO_CHECKSUM('JPEG entropy-coded') },
   // libspng checks every chunk's CRC.
   { input: bitFlipped(PNG), every: INVALID, except: { crop: CROP_ABOVE_DAMAGE } },
@@ -95,6 +106,13 @@ const DAMAGED: { input: HostileInput; every: Expectation; except?: Record<string
 
 /** Rows written out one by one: the issue's own examples and the paths a matrix does not reach. */
 const CASES: HostileRow[] = [
+  {
+    name: 'a JPEG XL whose header declares 20 000 × 20 000 → convert (failed from the header, before decoding)',
+    input: JXL_BOMB,
+    job: { kind: 'convert', options: { format: 'png' } },
+    expect: fails('IMAGE_TOO_LARGE'),
+    everyDialect: true,
+  },
   {
     name: 'a real PNG cut to its first 60 KB → image-to-pdf (issue 10)',
     input: firstBytes(PNG, 60 * 1024),
@@ -294,6 +312,12 @@ const DELIVERY_ROWS: HostileRow[] = [
     delivery: { transform: 'w:100' },
     expect: refused(422, 'IMAGE_TOO_LARGE'),
     everyDialect: true,
+  },
+  {
+    name: 'a JPEG XL whose header declares 20 000 × 20 000 → /r/ (refused from the header, before decoding)',
+    input: JXL_BOMB,
+    delivery: { transform: 'w:100,f:jxl' },
+    expect: refused(422, 'IMAGE_TOO_LARGE'),
   },
   {
     name: '/r/ with a wrong signature',

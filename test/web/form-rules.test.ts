@@ -41,7 +41,10 @@ describe('form rules', () => {
     assert.equal(checkField('quality', compress.quality!, 'best', false), 'Enter a number from 1 to 100 or "auto".');
     assert.equal(checkField('quality', compress.quality!, 'auto', false), undefined);
     assert.equal(checkField('targetSize', compress.targetSize!, '1.5', false), 'Enter a whole number of at least 1.');
-    assert.equal(checkField('format', compress.format!, 'bmp', false), 'Choose one of "jpeg", "png", "webp", "avif", "gif" or "tiff".');
+    assert.equal(
+      checkField('format', compress.format!, 'bmp', false),
+      'Choose one of "jpeg", "png", "webp", "avif", "gif", "tiff", "jxl", "jpg" or "tif".',
+    );
     assert.equal(checkField('aspectRatio', schemaOf('crop').aspectRatio!, '16x9', false), 'Write it like 16:9.');
     assert.equal(checkField('angle', schemaOf('rotate').angle!, '', true), 'Angle is required.');
 

@@ -5,6 +5,7 @@ import { useEffect, useState } from 'react';
 import { api, type ApiTask } from './api';
 import { firstCallSnippet, jobSnippet, LANGUAGES, type JobCall, type Language } from './api-snippets';
 import { CopyButton } from './components';
+import { extensionOf } from './file-formats';
 import { Link } from './router';
 import './playground.css';
 
@@ -67,7 +68,7 @@ export function taskCall(task: ApiTask, origin = location.origin): JobCall {
     mode: task.input.fileIds ? 'multi' : 'single',
     body: { ...input, ...(task.options as Record<string, unknown>) },
     inputNames: [],
-    outputName: format ? `output.${format === 'jpeg' ? 'jpg' : format}` : undefined,
+    outputName: format ? `output.${extensionOf(format)}` : undefined,
   };
 }
 

@@ -10,10 +10,12 @@ import type { Delivered } from '../../delivery/delivery.js';
 import { newId } from '../../ids.js';
 import type { Services } from '../../services.js';
 import { AppError } from '../../errors.js';
+import { mimeOf, OUTPUT_FORMATS } from '../../imaging/formats.js';
 import { TRANSFORM_GRAMMAR } from '../delivery-schemas.js';
 import { NO_SECURITY, bytes, noContent, publicResponses } from '../openapi.js';
 
-const MEDIA_TYPES = ['image/jpeg', 'image/png', 'image/webp', 'image/avif', 'image/gif', 'image/tiff'];
+/** What a render may be: any format jobs write (the format table's). */
+const MEDIA_TYPES = OUTPUT_FORMATS.map((format) => mimeOf(format));
 
 const DESCRIPTION =
   'Renders the source on the first request and serves the stored render after (the way imgproxy, Cloudinary and imgix do); no API key travels, ' +

@@ -2,7 +2,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.js';
 import { deleteFile, getLiveFile, listFiles, type FileRecord } from '../../files/files.js';
-import { fileTooLarge, recordUpload, safeFilename, storeUpload } from '../../files/upload.js';
+import { fileTooLarge, safeFilename } from '../../files/identify.js';
+import { recordUpload, storeUpload } from '../../files/upload.js';
 import { IMAGE_FORMATS, MEDIA_TYPES } from '../../imaging/formats.js';
 import { PREVIEW_MEDIA_TYPES, Previews } from '../../imaging/preview.js';
 import { previewFfmpeg, previewPoppler } from '../../documents/preview.js';

@@ -2,6 +2,7 @@
 // a kind has routes exactly when it is registered, and its schema is the module's own.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Services } from '../../services.js';
+import { canonicalFormat } from '../../imaging/formats.js';
 import { OPERATIONS } from '../../operations/registry.js';
 import type { AnyOperation } from '../../operations/types.js';
 import { submitBatch, submitTask } from '../../tasks/tasks.js';
@@ -19,6 +20,10 @@ const QUEUEING: readonly ApiErrorCode[] = [
   'TOO_MANY_QUEUED_TASKS',
   'MONTHLY_QUOTA_EXCEEDED',
 ];
+
+/** The body with `format` by its own name (`jpg` → `jpeg`): the task's options and result say the canonical one. */
+const canonical = (body: Record<string, unknown>): Record<string, unknown> =>
+  typeof body.format === 'string' ? { ...body, format: canonicalFormat(body.format) } : body;
 
 export function jobRoutes(app: FastifyInstance, services: Services): void {
   const { database, clock } = services;
@@ -47,7 +52,10 @@ export function jobRoutes(app: FastifyInstance, services: Services): void {
           statusCode: 202,
           body: {
             success: true,
-            data: await submit({ database, tx, clock, op, submitter: { accountId: request.account.id, limits: request.limits } }, request.body),
+            data: await submit(
+              { database, tx, clock, op, submitter: { accountId: request.account.id, limits: request.limits } },
+              canonical(request.body),
+            ),
           },
         }),
       );

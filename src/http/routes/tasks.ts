@@ -6,7 +6,7 @@ import yazl from 'yazl';
 import type { Services } from '../../services.js';
 import { isFinished, TASK_STATUSES } from '../../db/schema.js';
 import { cancelTask, cancelTasks, finishedBatch, getBatch, getTask, listTasks, taskToApi, type BatchArchiveEntry } from '../../tasks/tasks.js';
-import { safeFilename } from '../../files/upload.js';
+import { safeFilename } from '../../files/identify.js';
 import { LongPolls } from '../../tasks/long-poll.js';
 import { extensionOf } from '../../imaging/formats.js';
 import { paginationQuery } from '../pagination.js';

@@ -2,11 +2,12 @@
 // decoded by this service into raw pixels. One decoder per format; the Record makes a new
 // raw-decoded row in the format table ask for its decoder.
 import { TaskError } from '../../errors.js';
-import type { RawDecodedFormat } from '../formats.js';
+import { isRawDecoded, type RawDecodedFormat } from '../formats.js';
 import { bmp } from './bmp.js';
 import { heic } from './heic.js';
-import { jpegLossless } from './jpeg-lossless.js';
+import { isLosslessJpeg, jpegLossless } from './jpeg-lossless.js';
 import { jpeg2000 } from './jpeg2000.js';
+import { jxl } from './jxl.js';
 import type { HeaderInfo, RawDecoder, RawImage } from './pixels.js';
 
 /**
@@ -15,7 +16,24 @@ import type { HeaderInfo, RawDecoder, RawImage } from './pixels.js';
  */
 export type RawDecoderName = RawDecodedFormat | 'jpeg-lossless';
 
-const DECODERS: Record<RawDecoderName, RawDecoder> = { heic, bmp, jp2: jpeg2000, 'jpeg-lossless': jpegLossless };
+const DECODERS: Record<RawDecoderName, RawDecoder> = { heic, bmp, jp2: jpeg2000, jxl, 'jpeg-lossless': jpegLossless };
+
+/** Variants of a format libvips reads that its loader refuses, told apart by the file's head: decoded here. */
+const VARIANTS: readonly { of: string; decoder: RawDecoderName; test(head: Buffer): boolean }[] = [
+  { of: 'jpeg', decoder: 'jpeg-lossless', test: isLosslessJpeg },
+];
+
+/** Whether a file of `format` may need one of this service's decoders, and so its head must be read to tell. */
+export const mayBeRawDecoded = (format: string): boolean => isRawDecoded(format) || VARIANTS.some((variant) => variant.of === format);
+
+/**
+ * Which of this service's decoders reads a file of `format` that begins with `head`, if libvips
+ * does not: by its format (the table's `libvips`), or by a variant its head shows (lossless JPEG).
+ */
+export function rawDecoderFor(format: string, head: Buffer): RawDecoderName | undefined {
+  if (isRawDecoded(format)) return format;
+  return VARIANTS.find((variant) => variant.of === format && variant.test(head))?.decoder;
+}
 
 function decoderFor(format: RawDecoderName): RawDecoder {
   const decoder = (DECODERS as Partial<Record<string, RawDecoder>>)[format];

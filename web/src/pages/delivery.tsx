@@ -5,7 +5,7 @@
 // none (`_`). Signing is the SDK's browser-safe deliveryUrl (Web Crypto).
 import { useState, type FormEvent, type ReactNode } from 'react';
 import type { components } from '../../../sdk/openapi';
-import { DeliveryUrlError, deliveryUrl, transformSegment, type DeliverySource, type Transform } from '../../../sdk/delivery';
+import { DeliveryUrlError, RENDER_FORMATS, deliveryUrl, transformSegment, type DeliverySource, type Transform } from '../../../sdk/delivery';
 import { api, type AccountInfo, type ApiFile } from '../api';
 import { ConfirmDialog, CopyButton, ErrorBox, PageTitle, useAsync } from '../components';
 import { DataTable, type Column } from '../data-table';
@@ -28,7 +28,7 @@ const FIELDS: { name: keyof Transform; label: string; choices?: string[]; placeh
     choices: ['center', 'north', 'northeast', 'east', 'southeast', 'south', 'southwest', 'west', 'northwest', 'attention', 'entropy', 'face'],
   },
   { name: 'dpr', label: 'Pixel ratio (dpr)', choices: ['1', '1.5', '2', '3', '4'] },
-  { name: 'f', label: 'Format (f)', choices: ['auto', 'jpeg', 'png', 'webp', 'avif', 'gif'] },
+  { name: 'f', label: 'Format (f)', choices: ['auto', ...RENDER_FORMATS] },
   { name: 'q', label: 'Quality (q)', placeholder: '1–100' },
   { name: 'bg', label: 'Background (bg)', placeholder: 'ffffff' },
   { name: 'rot', label: 'Rotate (rot)', choices: ['90', '180', '270'] },

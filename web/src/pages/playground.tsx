@@ -11,6 +11,7 @@ import { api, ApiError, downloadUrl, fetchBlob, isFinished, previewUrl, uploadFi
 import { ApiRequestPanel } from '../api-request';
 import type { JobCall } from '../api-snippets';
 import { ErrorBox, PageTitle, ProgressBar, StatusBadge, Thumb, useAsync } from '../components';
+import { extensionOf } from '../file-formats';
 import { bytes } from '../format';
 import { Markdown } from '../markdown';
 import { Link, useLocation } from '../router';
@@ -231,7 +232,6 @@ const optionSummary = (body: Record<string, unknown>) =>
     .map(([name, value]) => `${name}=${typeof value === 'object' ? JSON.stringify(value) : String(value)}`)
     .join(', ') || 'defaults';
 
-const extensionOf = (format: string) => (format === 'jpeg' ? 'jpg' : format);
 const baseName = (name: string) => name.replace(/\.[^.]+$/, '') || name;
 
 /** Follows the tasks of a run until all have finished: a batch in one request, else each task. */

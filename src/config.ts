@@ -61,7 +61,7 @@ export interface Config {
   converterConcurrency: number;
   /** Conversions one warm LibreOffice instance makes before it is replaced; 0: one soffice per document. */
   converterRestartAfter: number;
-  /** Whether LibreOffice and poppler run in the bwrap sandbox (src/documents/sandbox.ts), and bwrap's program. */
+  /** Whether LibreOffice and poppler run in the bwrap sandbox (src/programs/sandbox.ts), and bwrap's program. */
   converterSandbox: SandboxMode;
   bwrapCommand: string;
   /** Previews one API process renders at once, and how many more may wait; past that 503. */

@@ -9,7 +9,7 @@ import { loadPlans, type PlanTable } from './accounts/plans.js';
 import { Maintenance } from './maintenance.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { DirectUploads } from './files/direct-upload.js';
-import { createSandbox, type Sandbox } from './documents/sandbox.js';
+import { createSandbox, type Sandbox } from './programs/sandbox.js';
 import { QueueEvents } from './queue/events.js';
 import { PgWakeups } from './queue/notify.js';
 import { TaskQueue } from './queue/queue.js';

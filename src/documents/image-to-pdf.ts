@@ -10,7 +10,7 @@ import { PDFDocument, concatTransformationMatrix, drawObject, popGraphicsState, 
 import type { Sharp } from 'sharp';
 import { TaskError } from '../errors.js';
 import { asTaskError } from '../imaging/errors.js';
-import type { Ffmpeg } from '../imaging/ffmpeg.js';
+import type { Ffmpeg } from '../programs/ffmpeg.js';
 import type { ImageLimits } from '../imaging/limits.js';
 import { inspect, openUpright } from '../imaging/source.js';
 

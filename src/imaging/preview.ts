@@ -23,15 +23,15 @@ import type { Counter } from 'prom-client';
 import type { Selectable } from 'kysely';
 import sharp, { type Sharp } from 'sharp';
 import type { PlanLimits } from '../accounts/plans.js';
-import { pdfFirstPage } from '../documents/preview.js';
-import type { Poppler } from '../documents/pdf.js';
+import { pdfFirstPage } from '../programs/preview.js';
+import type { Poppler } from '../programs/poppler.js';
 import { AppError, TaskError } from '../errors.js';
 import type { FilesTable } from '../db/schema.js';
 import { isObjectNotFound, previewKey, type ObjectStorage } from '../storage/storage.js';
 import { decodeForSharp } from './decode-thread.js';
 import { openSharpInput } from './decoders/to-sharp.js';
 import { mimeOf } from './formats.js';
-import type { Ffmpeg } from './ffmpeg.js';
+import type { Ffmpeg } from '../programs/ffmpeg.js';
 import { inspect, libvipsInput, openSource, rawDecoderOf } from './source.js';
 import { ownedTempPrefix } from '../temp-files.js';
 

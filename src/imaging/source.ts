@@ -13,7 +13,7 @@ import { openSharpInput } from './decoders/to-sharp.js';
 import { fileSource } from '../documents/container.js';
 import { isSequenceHead, readSequenceHeader, SequenceError, type SequenceHeader } from './avif-sequence.js';
 import { asHeaderError } from './errors.js';
-import { FfmpegMissing, type Ffmpeg, type FfmpegRun } from './ffmpeg.js';
+import { FfmpegMissing, type Ffmpeg, type FfmpegRun } from '../programs/ffmpeg.js';
 import { isAnimation, isRawDecoded } from './formats.js';
 import { libvipsAvifInput, primaryItemMetadata, primaryPage } from './heif-items.js';
 import { checkSource, type ImageLimits } from './limits.js';

@@ -6,7 +6,7 @@ import sharp from 'sharp';
 import yazl from 'yazl';
 import { fileSource, identifyPresentation, NotAPresentation, verifyZipExpansion } from '../documents/container.js';
 import { parsePages, runsOf, selectPages } from '../documents/pages.js';
-import { PopplerMissing } from '../documents/pdf.js';
+import { PopplerMissing } from '../programs/poppler.js';
 import { rewriteSvgParts } from '../documents/svg-parts.js';
 import { TaskError } from '../errors.js';
 import { applyEncoder } from '../imaging/encode.js';

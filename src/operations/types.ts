@@ -4,7 +4,7 @@ import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import type { PlanLimits } from '../accounts/plans.js';
 import type { Config } from '../config.js';
 import type { TaskLane } from '../db/schema.js';
-import type { DocumentTools } from '../documents/tools.js';
+import type { DocumentTools } from '../programs/tools.js';
 import type { FileRecord } from '../files/files.js';
 import type { InputKind } from '../files/kinds.js';
 import type { Transform } from '../imaging/pipeline.js';

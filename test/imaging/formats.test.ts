@@ -10,9 +10,9 @@ import sharp from 'sharp';
 import { README } from '../../scripts/config-docs.js';
 import { withFormatTable } from '../../scripts/format-docs.js';
 import { decodeRaw, readHeader } from '../../src/imaging/decoders/raw.js';
-import { Sandbox } from '../../src/documents/sandbox.js';
+import { Sandbox } from '../../src/programs/sandbox.js';
 import { encode } from '../../src/imaging/encode.js';
-import { Ffmpeg } from '../../src/imaging/ffmpeg.js';
+import { Ffmpeg } from '../../src/programs/ffmpeg.js';
 import {
   canBeLossless,
   canHoldAlpha,
@@ -90,7 +90,7 @@ describe('format table: the encoders', () => {
         );
         const animation = sharp(frames, { join: { animated: true } });
         if (format === 'avif') {
-          // Animated AVIF is written by ffmpeg (src/imaging/ffmpeg.ts), an AV1 image sequence.
+          // Animated AVIF is written by ffmpeg (src/programs/ffmpeg.ts), an AV1 image sequence.
           const { data, info } = await animation.ensureAlpha().raw().toBuffer({ resolveWithObject: true });
           const ffmpeg = new Ffmpeg({ command: 'ffmpeg', timeoutMs: 60_000, sandbox: new Sandbox({ mode: 'auto', command: 'bwrap', hidden: [] }) });
           const frames = { data, width: info.width, height: info.pageHeight!, frames: 3 };

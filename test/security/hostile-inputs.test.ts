@@ -214,7 +214,7 @@ const CASES: HostileRow[] = [
   { input: bitFlipped(PPTX), job: { kind: 'presentation-to-images' }, expect: fails('CONVERSION_FAILED'), everyDialect: true },
   // A picture covering the whole slide, an SVG part drawing the victim's stored file (by file://
   // URL, path and relative path) over its own blue. The converter sandbox cannot see the file and
-  // the SVG re-writer drops the references (test/documents/sandbox.test.ts tests each alone).
+  // the SVG re-writer drops the references (test/programs/sandbox.test.ts tests each alone).
   {
     name: "a PPTX whose SVG picture names another account's stored file → presentation-to-images draws none of it",
     input: {

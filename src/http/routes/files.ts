@@ -5,7 +5,7 @@ import { deleteFile, getLiveFile, listFiles, type FileRecord } from '../../files
 import { fileTooLarge, recordUpload, safeFilename, storeUpload } from '../../files/upload.js';
 import { IMAGE_FORMATS, MEDIA_TYPES } from '../../imaging/formats.js';
 import { PREVIEW_MEDIA_TYPES, Previews } from '../../imaging/preview.js';
-import { previewFfmpeg, previewPoppler } from '../../documents/preview.js';
+import { previewFfmpeg, previewPoppler } from '../../programs/preview.js';
 import type { Services } from '../../services.js';
 import { withIdempotency } from '../../db/idempotency.js';
 import { fingerprint, readIdempotencyKey } from '../idempotency.js';

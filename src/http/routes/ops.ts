@@ -1,7 +1,7 @@
 // Operations endpoints: liveness, readiness (database, storage, converters), Prometheus metrics.
 import type { FastifyInstance } from 'fastify';
-import { findExecutable } from '../../documents/processes.js';
-import type { Sandbox } from '../../documents/sandbox.js';
+import { findExecutable } from '../../programs/processes.js';
+import type { Sandbox } from '../../programs/sandbox.js';
 import type { Services } from '../../services.js';
 import { NO_SECURITY, bytes, publicResponses, type Success } from '../openapi.js';
 import { COMPONENT_SCHEMAS, ref } from '../schemas.js';

@@ -18,7 +18,7 @@ import { PassThrough, Readable, pipeline } from 'node:stream';
 import yauzl from 'yauzl';
 import { mimeOf, type PresentationFormat } from '../imaging/formats.js';
 import type { ObjectStorage } from '../storage/storage.js';
-import { CFB_SIGNATURE, CfbError, CompoundFile, type ByteReader } from './cfb.js';
+import { CFB_SIGNATURE, CfbError, CompoundFile, type ByteReader } from '../bytes/cfb.js';
 import { SvgPartDetector } from './svg-parts.js';
 
 /** The most a presentation's ZIP may expand to, and the most entries it may hold. */

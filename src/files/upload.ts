@@ -14,7 +14,7 @@ import { chargeStorage } from '../accounts/quota.js';
 import { containerKind, identifyPresentation, NotAPresentation, storageSource } from '../documents/container.js';
 import { isLosslessJpeg } from '../imaging/decoders/jpeg-lossless.js';
 import { readHeader } from '../imaging/decoders/raw.js';
-import { isSequenceHead, readSequenceHeader, SequenceError } from '../imaging/avif-sequence.js';
+import { isSequenceHead, readSequenceHeader, SequenceError } from '../bytes/avif-sequence.js';
 import { asLibvipsAvif, primaryItemMetadata } from '../imaging/heif-items.js';
 import { sniff, SNIFF_HEAD_BYTES, type Sniffed } from '../imaging/sniff.js';
 import { extensionOf, isRawDecoded, libvipsReadsHeader, UPLOAD_FORMATS } from '../imaging/formats.js';

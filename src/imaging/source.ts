@@ -11,7 +11,7 @@ import { decodeForSharp, safeSvgOffThread } from './decode-thread.js';
 import { readHeader, type RawDecoderName } from './decoders/raw.js';
 import { openSharpInput } from './decoders/to-sharp.js';
 import { fileSource } from '../documents/container.js';
-import { isSequenceHead, readSequenceHeader, SequenceError, type SequenceHeader } from './avif-sequence.js';
+import { isSequenceHead, readSequenceHeader, SequenceError, type SequenceHeader } from '../bytes/avif-sequence.js';
 import { asHeaderError } from './errors.js';
 import { FfmpegMissing, type Ffmpeg, type FfmpegRun } from '../programs/ffmpeg.js';
 import { isAnimation, isRawDecoded } from './formats.js';

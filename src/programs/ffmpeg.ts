@@ -18,8 +18,8 @@ import { findExecutable, lastLines, ProgramMissing, type RunResult } from './pro
 import { SandboxUnavailable, type Access, type Sandbox } from './sandbox.js';
 import { TaskError } from '../errors.js';
 import { ownedTempPrefix } from '../temp-files.js';
-import { pngChunk } from '../imaging/png-chunk.js';
-import { bufferReader, readSequenceHeader, retimeSequence, SequenceError, type SequenceHeader } from '../imaging/avif-sequence.js';
+import { pngChunk } from '../bytes/png-chunk.js';
+import { bufferReader, readSequenceHeader, retimeSequence, SequenceError, type SequenceHeader } from '../bytes/avif-sequence.js';
 
 export interface FfmpegOptions {
   /** A name on PATH or a path. */

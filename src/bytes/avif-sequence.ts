@@ -11,7 +11,7 @@
 // else as often as the duration holds the edit; an edit list without the flag plays once; a
 // track without an edit list has an unknown repetition, which players (and libavif's callers)
 // loop forever.
-import type { ByteReader } from '../documents/cfb.js';
+import type { ByteReader } from './cfb.js';
 
 export interface SequenceHeader {
   width: number;

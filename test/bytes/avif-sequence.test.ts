@@ -9,7 +9,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { Sandbox } from '../../src/programs/sandbox.js';
-import { bufferReader, readSequenceHeader } from '../../src/imaging/avif-sequence.js';
+import { bufferReader, readSequenceHeader } from '../../src/bytes/avif-sequence.js';
 import { Ffmpeg } from '../../src/programs/ffmpeg.js';
 import { runImageJob } from '../../src/imaging/pipeline.js';
 import { inspect } from '../../src/imaging/source.js';

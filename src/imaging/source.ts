@@ -10,7 +10,7 @@ import { isLosslessJpeg } from './decoders/jpeg-lossless.js';
 import { decodeForSharp, safeSvgOffThread } from './decode-thread.js';
 import { readHeader, type RawDecoderName } from './decoders/raw.js';
 import { openSharpInput } from './decoders/to-sharp.js';
-import { fileSource } from '../documents/container.js';
+import { fileSource } from '../bytes/sources.js';
 import { isSequenceHead, readSequenceHeader, SequenceError, type SequenceHeader } from '../bytes/avif-sequence.js';
 import { asHeaderError } from './errors.js';
 import { FfmpegMissing, type Ffmpeg, type FfmpegRun } from '../programs/ffmpeg.js';

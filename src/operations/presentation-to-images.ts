@@ -4,7 +4,8 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import sharp from 'sharp';
 import yazl from 'yazl';
-import { fileSource, identifyPresentation, NotAPresentation, verifyZipExpansion } from '../documents/container.js';
+import { fileSource } from '../bytes/sources.js';
+import { identifyPresentation, NotAPresentation, verifyZipExpansion } from '../documents/container.js';
 import { parsePages, runsOf, selectPages } from '../documents/pages.js';
 import { PopplerMissing } from '../programs/poppler.js';
 import { rewriteSvgParts } from '../documents/svg-parts.js';
@@ -102,7 +103,7 @@ export const presentationToImages: Operation<typeof optionsSchema> = {
     if (!poppler.available()) throw new PopplerMissing('pdftoppm');
     ctx.progress(5);
 
-    const { pdfPath } = await libreoffice.toPdf(deck, input.file.format, ctx.tmpDir, limits);
+    const { pdfPath } = await libreoffice.toPdf(deck, extensionOf(input.file.format), ctx.tmpDir, limits);
     ctx.progress(50);
     const info = await poppler.info(pdfPath, limits);
     if (info.pages < 1) throw new TaskError('CONVERSION_FAILED', 'LibreOffice produced a PDF without pages');

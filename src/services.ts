@@ -13,6 +13,7 @@ import { createSandbox, type Sandbox } from './programs/sandbox.js';
 import { QueueEvents } from './queue/events.js';
 import { PgWakeups } from './queue/notify.js';
 import { TaskQueue } from './queue/queue.js';
+import { recordTasksEnded } from './tasks/ended.js';
 import { LocalStorage } from './storage/local.js';
 import { S3Storage } from './storage/s3.js';
 import type { ObjectStorage } from './storage/storage.js';
@@ -74,7 +75,7 @@ export async function createServices(config: Config, overrides: ServiceOverrides
   }
   const clock = overrides.clock ?? systemClock;
   const events = new QueueEvents();
-  const queue = new TaskQueue(database, clock, events);
+  const queue = new TaskQueue(database, clock, events, (tx, accountId, taskIds, now) => recordTasksEnded(database, tx, accountId, taskIds, now));
   const storage: ObjectStorage = config.storage.kind === 's3' ? new S3Storage(config.storage) : new LocalStorage(config.storage.root);
   const logger = overrides.logger ?? createLogger(config);
   const uploads = new DirectUploads({

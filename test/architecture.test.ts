@@ -1,7 +1,7 @@
 // The layer rules of docs/architecture.md, checked on the source so that they stay true:
 //
 //   1. http/ is the top layer. No module outside src/http/ imports from it; the one exception is
-//      the command line (src/main.ts), which starts the HTTP server (src/http/app.ts).
+//      the serve command (src/commands/serve.ts), which starts the HTTP server (src/http/app.ts).
 //   2. SQL lives with the data. Query-builder calls (selectFrom, updateTable, insertInto,
 //      deleteFrom, joins) and Kysely's `sql` tag appear only in the data-owning modules of
 //      DATA_OWNERS; each writes only the tables it owns and reads only those or the ones it
@@ -69,8 +69,8 @@ const TABLES_BY_VARIABLE = ['src/db/database.ts', 'src/db/dump.ts'];
  */
 const MIGRATIONS = 'src/db/migrations.ts';
 
-/** The command line starts the HTTP server: the one import of http/ from outside it. */
-const HTTP_ENTRY = { from: 'src/main.ts', to: 'src/http/app.ts' };
+/** `imgapi serve` starts the HTTP server: the one import of http/ from outside it. */
+const HTTP_ENTRY = { from: 'src/commands/serve.ts', to: 'src/http/app.ts' };
 
 const WRITES = new Set(['insertInto', 'updateTable', 'deleteFrom', 'replaceInto', 'mergeInto']);
 const READS = new Set(['selectFrom', 'innerJoin', 'leftJoin', 'rightJoin', 'fullJoin', 'innerJoinLateral', 'leftJoinLateral']);
@@ -331,7 +331,7 @@ const tree = (files: Record<string, string>): Parsed[] => Object.entries(files).
 describe('architecture', () => {
   const files = readSources().map(parse);
 
-  it('no module outside src/http/ imports from it, but the command line starting the server', () => {
+  it('no module outside src/http/ imports from it, but the serve command starting the server', () => {
     check(httpImports(files));
   });
 
@@ -359,17 +359,17 @@ describe('architecture', () => {
   });
 
   describe('the rules catch what they are meant to', () => {
-    it('an import of http/ from below it, and any of http/ but app.ts from the command line', () => {
+    it('an import of http/ from below it, and any of http/ but app.ts from the serve command', () => {
       const problems = httpImports(
         tree({
           'src/files/files.ts': "import { olderThan } from '../http/pagination.js';",
-          'src/main.ts': "import { buildApp } from './http/app.js';\nimport { apiKeyAuth } from './http/auth.js';",
+          'src/commands/serve.ts': "import { buildApp } from '../http/app.js';\nimport { apiKeyAuth } from '../http/auth.js';",
           'src/http/routes/files.ts': "import { ref } from '../schemas.js';",
         }),
       );
       assert.equal(problems.length, 2, problems.join('\n'));
       assert.match(problems[0]!, /^src\/files\/files\.ts:1 imports src\/http\/pagination\.ts: only src\/http\/ may import/);
-      assert.match(problems[1]!, /^src\/main\.ts:2 imports src\/http\/auth\.ts/);
+      assert.match(problems[1]!, /^src\/commands\/serve\.ts:2 imports src\/http\/auth\.ts/);
     });
 
     it("a query in a route, the worker or the command line; a write to another module's table; an undeclared read", () => {

@@ -104,10 +104,10 @@ export type StorageConfig =
       credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string } | undefined;
     };
 
-export const SANDBOX_MODES = ['auto', 'required', 'off'] as const;
+const SANDBOX_MODES = ['auto', 'required', 'off'] as const;
 export type SandboxMode = (typeof SANDBOX_MODES)[number];
 
-export const SIGNUP_MODES = ['open', 'invite', 'closed'] as const;
+const SIGNUP_MODES = ['open', 'invite', 'closed'] as const;
 export type SignupMode = (typeof SIGNUP_MODES)[number];
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;

@@ -45,7 +45,7 @@ export interface ServiceOverrides {
   logger?: Logger;
 }
 
-export function createLogger(config: Config): Logger {
+function createLogger(config: Config): Logger {
   return pino({
     level: config.logLevel,
     // Never log credentials, even when a request is logged whole.

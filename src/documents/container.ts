@@ -22,7 +22,7 @@ import { SvgPartDetector } from './svg-parts.js';
 
 /** The most a presentation's ZIP may expand to, and the most entries it may hold. */
 export const MAX_EXPANDED_BYTES = 1024 * 1024 * 1024;
-export const MAX_ZIP_ENTRIES = 10_000;
+const MAX_ZIP_ENTRIES = 10_000;
 /** Parts read to identify a package ([Content_Types].xml, mimetype, the ODF manifest). */
 const MAX_PART_BYTES = 4 * 1024 * 1024;
 

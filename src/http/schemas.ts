@@ -34,7 +34,7 @@ const EXAMPLE_IDS = {
 };
 const EXAMPLE_TIME = '2026-05-04T09:30:00.000Z';
 
-export const FILE_EXAMPLE = {
+const FILE_EXAMPLE = {
   fileId: EXAMPLE_IDS.file,
   filename: 'photo.jpg',
   mimeType: 'image/jpeg',
@@ -88,7 +88,7 @@ function resizeTask<Outcome extends object>(task: {
   };
 }
 
-export const TASK_EXAMPLE = resizeTask({
+const TASK_EXAMPLE = resizeTask({
   taskId: EXAMPLE_IDS.task,
   status: 'completed',
   progress: 100,

@@ -52,15 +52,12 @@ export interface Box {
 }
 
 /** Sides of the stored renditions: 320 is the dashboard's thumbnail, 1024 the default preview. */
-export const PREVIEW_SIDES = [128, 320, 640, 1024, 2048] as const;
+const PREVIEW_SIDES = [128, 320, 640, 1024, 2048] as const;
 const DEFAULT_SIDE = 1024;
 const MAX_SIDE = 2048;
 const RENDER_TIMEOUT_SECONDS = 20;
 /** What a refused client is told to wait before it retries. */
 const RETRY_AFTER_SECONDS = 2;
-
-/** What happened, for the imgapi_previews_total metric. */
-export type PreviewEvent = 'rendered' | 'cached' | 'busy' | 'unavailable';
 
 export interface PreviewOptions {
   storage: ObjectStorage;

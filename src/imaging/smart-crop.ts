@@ -5,7 +5,7 @@
 import type { ResizeOptions, Sharp } from 'sharp';
 import { resizedSize, type Size } from './geometry.js';
 
-export const SMART_POSITIONS: readonly string[] = ['attention', 'entropy'];
+const SMART_POSITIONS: readonly string[] = ['attention', 'entropy'];
 
 export interface CoverOptions extends ResizeOptions {
   width: number;

@@ -17,7 +17,7 @@
 import { FORMATS, type ImageFormat } from './formats.js';
 
 /** Sniffing tells the images apart; a ZIP or OLE2 container is told apart by documents/container.ts. */
-export type SniffedFormat = ImageFormat;
+type SniffedFormat = ImageFormat;
 
 export interface Sniffed {
   format: SniffedFormat;

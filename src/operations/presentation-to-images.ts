@@ -23,8 +23,8 @@ type SlideFormat = (typeof FORMATS)[number];
 const PAGES_PER_CHUNK = 4;
 const RASTER_CONCURRENCY = 2;
 
-export const MIN_WIDTH = 16;
-export const MAX_WIDTH = 8192;
+const MIN_WIDTH = 16;
+const MAX_WIDTH = 8192;
 const DEFAULT_WIDTH = 1920;
 
 const optionsSchema = {

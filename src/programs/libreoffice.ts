@@ -101,7 +101,7 @@ const REGISTRY = `<?xml version="1.0" encoding="UTF-8"?>
 `;
 
 /** Writes a fresh LibreOffice profile (user installation) into `dir`. */
-export async function writeProfile(dir: string): Promise<void> {
+async function writeProfile(dir: string): Promise<void> {
   await fs.promises.mkdir(path.join(dir, 'user'), { recursive: true });
   await fs.promises.writeFile(path.join(dir, 'user', 'registrymodifications.xcu'), REGISTRY);
 }

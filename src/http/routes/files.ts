@@ -302,14 +302,14 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
  * `attachment` with an ASCII fallback and the UTF-8 name in filename* (RFC 6266). The name is
  * cleaned again here, so a row stored before names were cleaned as they are now is safe too.
  */
-export function contentDisposition(filename: string, format: string): string {
+function contentDisposition(filename: string, format: string): string {
   const name = safeFilename(filename, format);
   const ascii = name.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
   return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
 }
 
 /** One byte range (RFC 9110); several ranges or a malformed header are ignored (full body). */
-export function parseRange(header: string | undefined, size: number): { start: number; end: number } | 'unsatisfiable' | null {
+function parseRange(header: string | undefined, size: number): { start: number; end: number } | 'unsatisfiable' | null {
   if (!header) return null;
   const match = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
   if (!match || (match[1] === '' && match[2] === '')) return null;

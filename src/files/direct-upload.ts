@@ -22,6 +22,7 @@ import type { PlanLimits } from '../accounts/plans.js';
 import { chargeStorage, lockAccount, releaseStorage } from '../accounts/quota.js';
 import { INCOMING_PREFIX, incomingKey, isObjectNotFound, uploadKey, type ObjectStorage } from '../storage/storage.js';
 import type { FileRecord } from './files.js';
+import type { PdfPageCounter } from '../documents/pdf.js';
 import { inspectStoredObject, recordUpload } from './upload.js';
 
 type UploadRow = Selectable<UploadsTable>;
@@ -49,6 +50,8 @@ export interface DirectUploadDeps {
   urlTtlMs: number;
   /** Signs local upload URLs; unused when the storage presigns its own (S3). */
   signingSecret: string | undefined;
+  /** A confirmed PDF's page count. */
+  pdfPages?: PdfPageCounter;
 }
 
 export class DirectUploads {
@@ -235,7 +238,12 @@ export class DirectUploads {
     }
     let inspected;
     try {
-      inspected = await inspectStoredObject(storage, { fileId: upload.file_id, key: finalKey, size: stored.size, filename: upload.filename }, limits);
+      inspected = await inspectStoredObject(
+        storage,
+        { fileId: upload.file_id, key: finalKey, size: stored.size, filename: upload.filename },
+        limits,
+        this.deps.pdfPages,
+      );
     } catch (err) {
       // Refused (type, size limit): the bytes go; the client may PUT another file while the URL lasts.
       if (err instanceof AppError) await storage.delete(finalKey);

@@ -13,6 +13,7 @@ import type { PlanLimits } from '../accounts/plans.js';
 import { chargeStorage } from '../accounts/quota.js';
 import { storageSource } from '../bytes/sources.js';
 import { containerKind, identifyPresentation, NotAPresentation } from '../documents/container.js';
+import type { PdfPageCounter } from '../documents/pdf.js';
 import { isLosslessJpeg } from '../imaging/decoders/jpeg-lossless.js';
 import { readHeader } from '../imaging/decoders/raw.js';
 import { isSequenceHead, readSequenceHeader, SequenceError } from '../bytes/avif-sequence.js';
@@ -204,8 +205,13 @@ async function identifyStored(
   head: Buffer,
   filename: string | undefined,
   frames: FrameCount | undefined,
+  pdfPages: PdfPageCounter | undefined,
 ): Promise<Pick<StoredUpload, 'sniffed' | 'header' | 'filename'>> {
   const sniffed = sniff(head);
+  if (sniffed && !('refused' in sniffed) && sniffed.format === 'pdf') {
+    const pages = await pdfPages?.(storage, key);
+    return { sniffed, header: pages ? { pages } : {}, filename: safeFilename(filename, sniffed.format) };
+  }
   if (sniffed && !('refused' in sniffed)) {
     if (sniffed.format === 'avif' && isSequenceHead(head)) {
       return { sniffed, header: await sequenceHeader(storage, key, size, head), filename: safeFilename(filename, sniffed.format) };
@@ -247,6 +253,8 @@ export async function storeUpload(
   body: Readable,
   filename: string | undefined,
   limits: PlanLimits,
+  /** A PDF's page count (pdfinfo); without it a PDF is stored without `pages`. */
+  pdfPages?: PdfPageCounter,
 ): Promise<StoredUpload & { sha256: string }> {
   const fileId = newId('file');
   const key = uploadKey(fileId);
@@ -267,7 +275,7 @@ export async function storeUpload(
   }
   try {
     const [identified, sha256] = await Promise.all([
-      identifyStored(storage, key, meter.size, meter.head, filename, meter.frameCounter.result()),
+      identifyStored(storage, key, meter.size, meter.head, filename, meter.frameCounter.result(), pdfPages),
       localFile === undefined ? meter.sha256! : storedSha256(localFile, meter.size),
     ]);
     return { fileId, key, size: meter.size, sha256, etag: sha256.slice(0, 32), ...identified };
@@ -293,6 +301,7 @@ export async function inspectStoredObject(
   storage: ObjectStorage,
   object: { fileId: string; key: string; size: number; filename: string },
   limits: PlanLimits,
+  pdfPages?: PdfPageCounter,
 ): Promise<StoredUpload> {
   if (object.size === 0) throw new AppError('VALIDATION_ERROR', 'The file is empty', { fields: [{ field: 'file', message: 'is empty' }] });
   if (object.size > limits.maxFileBytes) {
@@ -303,7 +312,7 @@ export async function inspectStoredObject(
   const head = Buffer.concat(chunks).subarray(0, PROBE_BYTES);
   // A GIF or WebP larger than the head: its frames are counted over the whole object.
   const frames = object.size > head.length && countedKind(head) ? await countFrames(await storage.get(object.key)) : undefined;
-  const identified = await identifyStored(storage, object.key, object.size, head, object.filename, frames);
+  const identified = await identifyStored(storage, object.key, object.size, head, object.filename, frames, pdfPages);
   // The bytes were not streamed through this service to hash them; a file's bytes never change,
   // so its id is as strong a validator.
   return { fileId: object.fileId, key: object.key, size: object.size, etag: sha256Hex(object.fileId).slice(0, 32), ...identified };

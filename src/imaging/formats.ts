@@ -40,8 +40,8 @@ interface FormatDefinition {
   /** Other media types a file of this format may carry (what sniffing could tell of it). */
   otherMimes?: readonly string[];
   extension: string;
-  /** What reads it: the image kinds, presentation-to-images, or nothing (an output only). */
-  input: 'image' | 'presentation' | null;
+  /** What reads it: the image kinds, presentation-to-images, pdf-to-images, or nothing (an output only). */
+  input: 'image' | 'presentation' | 'pdf' | null;
   /**
    * What sharp's prebuilt libvips does with an image: decodes it; reads only its header (HEIC:
    * libheif is built without an HEVC decoder); or nothing (BMP: no loader). Where it does not
@@ -255,8 +255,8 @@ export const FORMATS = {
     title: 'PDF',
     mime: 'application/pdf',
     extension: 'pdf',
-    input: null,
-    notes: 'written by image-to-pdf',
+    input: 'pdf',
+    notes: 'read by poppler, in the converter sandbox; written by image-to-pdf',
   },
   zip: {
     title: 'ZIP',
@@ -332,7 +332,8 @@ export function outputFilename(inputName: string, format: string, suffix = ''): 
 export function formatTable(): string {
   const yes = (value: boolean | undefined) => (value ? 'yes' : '—');
   const rows = definitions.map(([format, d]) => {
-    const input = d.input === 'image' ? 'every image kind' : d.input === 'presentation' ? 'presentation-to-images' : '—';
+    const input =
+      d.input === 'image' ? 'every image kind' : d.input === 'presentation' ? 'presentation-to-images' : d.input === 'pdf' ? 'pdf-to-images' : '—';
     const mimes = [d.mime, ...(d.otherMimes ?? [])].map((mime) => `\`${mime}\``).join(', ');
     // Raw-decoded images: decoding them blocks the event loop, so previews (made in the API process) refuse them.
     const notes = [isRawDecoded(format) ? "decoded by this service's own decoder, on a thread of its own" : '', d.notes ?? '']

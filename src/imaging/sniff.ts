@@ -16,15 +16,15 @@
  */
 import { FORMATS, type ImageFormat } from './formats.js';
 
-/** Sniffing tells the images apart; a ZIP or OLE2 container is told apart by documents/container.ts. */
-type SniffedFormat = ImageFormat;
+/** Sniffing tells the images and PDF apart; a ZIP or OLE2 container is told apart by documents/container.ts. */
+type SniffedFormat = ImageFormat | 'pdf';
 
 export interface Sniffed {
   format: SniffedFormat;
   mimeType: string;
 }
 
-/** Recognised but not accepted (differential or arithmetic-coded lossless JPEG, PDF, JPX, ...). */
+/** Recognised but not accepted (differential or arithmetic-coded lossless JPEG, JPX, ...). */
 export type SniffRefusal = { refused: true; reason: string };
 
 /**
@@ -68,8 +68,7 @@ export function sniff(head: Buffer): Sniffed | SniffRefusal | null {
   if (hasBytes(b, 0, [0x00, 0x00, 0x00, 0x0c, 0x6a, 0x50, 0x20, 0x20, 0x0d, 0x0a, 0x87, 0x0a])) return sniffJp2(b);
   if (hasBytes(b, 0, [0xff, 0x4f, 0xff, 0x51])) return accept('jp2', FORMATS.jp2.otherMimes[0]); // raw J2K codestream (SOC + SIZ)
 
-  // Formats we know about but refuse, so users get a specific error message.
-  if (hasAscii(b, 0, '%PDF-')) return refuse('PDF input is not supported');
+  if (hasAscii(b, 0, '%PDF-')) return accept('pdf');
 
   // Text formats last: they have no magic number, only structure.
   return isSvg(b) ? accept('svg') : null;

@@ -41,8 +41,13 @@ export class Poppler {
     return findExecutable(this.options.pdftoppm) !== undefined && findExecutable(this.options.pdfinfo) !== undefined;
   }
 
+  /**
+   * The page count and page 1's size. A PDF that needs a password to open fails
+   * DOCUMENT_ENCRYPTED; one poppler cannot read, CONVERSION_FAILED.
+   */
   async info(pdf: string, limits: RunLimits = {}): Promise<PdfInfo> {
     const run = await this.run(this.options.pdfinfo, [pdf], { readOnly: [pdf] }, limits);
+    encrypted(run.stderr);
     const pages = Number(/^Pages:\s+(\d+)/m.exec(run.stdout)?.[1] ?? NaN);
     const size = /^Page size:\s+([\d.]+) x ([\d.]+) pts/m.exec(run.stdout);
     const rotation = Number(/^Page rot:\s+(\d+)/m.exec(run.stdout)?.[1] ?? 0);
@@ -54,14 +59,42 @@ export class Poppler {
   }
 
   /**
+   * The displayed size in points (rotation applied) of pages `first`..`last`, by page number:
+   * what their images will measure is known before any is rendered.
+   */
+  async pageSizes(
+    pdf: string,
+    range: { first: number; last: number },
+    limits: RunLimits = {},
+  ): Promise<Map<number, { width: number; height: number }>> {
+    const run = await this.run(this.options.pdfinfo, ['-f', String(range.first), '-l', String(range.last), pdf], { readOnly: [pdf] }, limits);
+    encrypted(run.stderr);
+    const sizes = new Map<number, { width: number; height: number }>();
+    const rotations = new Map<number, number>();
+    for (const match of run.stdout.matchAll(/^Page\s+(\d+) size:\s+([\d.]+) x ([\d.]+) pts/gm))
+      sizes.set(Number(match[1]), { width: Number(match[2]), height: Number(match[3]) });
+    for (const match of run.stdout.matchAll(/^Page\s+(\d+) rot:\s+(\d+)/gm)) rotations.set(Number(match[1]), Number(match[2]));
+    for (let page = range.first; page <= range.last; page++) {
+      const size = sizes.get(page);
+      if (run.code !== 0 || !size)
+        throw new TaskError(
+          'CONVERSION_FAILED',
+          `The size of page ${page} cannot be read${lastLines(run.stderr) ? `: ${lastLines(run.stderr)}` : ''}`,
+        );
+      if ((rotations.get(page) ?? 0) % 180 === 90) sizes.set(page, { width: size.height, height: size.width });
+    }
+    return sizes;
+  }
+
+  /**
    * Rasterises pages `first`..`last` at exactly `width` pixels wide (height by the page's
-   * aspect) into `outDir`; returns each page's file, by page number. `tiff` is uncompressed
-   * (fast to write, for re-encoding); `png` is final.
+   * aspect), or at `dpi`, into `outDir`; returns each page's file, by page number. `tiff` is
+   * uncompressed (fast to write, for re-encoding); `png` is final.
    */
   async rasterise(
     pdf: string,
     range: { first: number; last: number },
-    width: number,
+    scale: number | { dpi: number },
     format: 'png' | 'tiff',
     outDir: string,
     limits: RunLimits = {},
@@ -75,10 +108,7 @@ export class Poppler {
         String(range.first),
         '-l',
         String(range.last),
-        '-scale-to-x',
-        String(width),
-        '-scale-to-y',
-        '-1',
+        ...(typeof scale === 'number' ? ['-scale-to-x', String(scale), '-scale-to-y', '-1'] : ['-r', String(scale.dpi)]),
         ...(format === 'png' ? ['-png'] : ['-tiff', '-tiffcompression', 'none']),
         pdf,
         prefix,
@@ -86,6 +116,7 @@ export class Poppler {
       { readOnly: [pdf], writable: [outDir] },
       limits,
     );
+    if (run.code !== 0) encrypted(run.stderr);
     if (run.code !== 0)
       throw new TaskError('CONVERSION_FAILED', `pdftoppm could not rasterise the pages${lastLines(run.stderr) ? `: ${lastLines(run.stderr)}` : ''}`);
     const pages = new Map<number, string>();
@@ -134,4 +165,10 @@ export class Poppler {
       throw new TaskError('CONVERSION_TIMEOUT', `${path.basename(command)} did not finish within ${Math.round(timeoutMs / 1000)} s and was stopped`);
     return run;
   }
+}
+
+/** pdfinfo and pdftoppm say this of a PDF that needs a password to open. */
+function encrypted(stderr: string): void {
+  if (/Incorrect password/i.test(stderr))
+    throw new TaskError('DOCUMENT_ENCRYPTED', 'The PDF is password-protected; remove the password and upload it again');
 }

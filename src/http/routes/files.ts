@@ -5,6 +5,7 @@ import { deleteFile, getLiveFile, listFiles, type FileRecord } from '../../files
 import { fileTooLarge, recordUpload, safeFilename, storeUpload } from '../../files/upload.js';
 import { IMAGE_FORMATS, MEDIA_TYPES } from '../../imaging/formats.js';
 import { PREVIEW_MEDIA_TYPES, Previews } from '../../imaging/preview.js';
+import { pdfPageCounter } from '../../documents/pdf.js';
 import { previewFfmpeg, previewPoppler } from '../../programs/preview.js';
 import type { Services } from '../../services.js';
 import { withIdempotency } from '../../db/idempotency.js';
@@ -21,9 +22,11 @@ const MULTIPART_OVERHEAD_BYTES = 1024 * 1024;
 
 export function fileRoutes(app: FastifyInstance, services: Services): void {
   const { database, storage, clock } = services;
+  const poppler = previewPoppler(services.config, services.sandbox);
+  const pdfPages = pdfPageCounter(poppler);
   const previews = new Previews({
     storage,
-    poppler: previewPoppler(services.config, services.sandbox),
+    poppler,
     ffmpeg: previewFfmpeg(services.config, services.sandbox),
     concurrency: services.config.previewConcurrency,
     queueLength: services.config.previewQueue,
@@ -84,7 +87,7 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
               ],
             });
           }
-          upload = await storeUpload(storage, part.file, part.filename, request.limits);
+          upload = await storeUpload(storage, part.file, part.filename, request.limits, pdfPages);
         }
         // The parts can end with the connection (a client gone before its closing boundary):
         // only a body that arrived whole is an upload.

@@ -597,6 +597,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/process/pdf-to-images": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * PDF pages to images
+         * @description Renders pages of a PDF as images `width` pixels wide (default 1920; the height follows the page) or at `dpi`, in `format` png (default), jpeg or webp. `pages` selects pages, e.g. "1-3,5"; images come in page order. The completed task lists the images in `outputFileIds`, and `outputFileId` is a ZIP of them all. `result` describes the ZIP — `format` "zip", `size`, `pages` (the number of images) — and the pages: `imageFormat`, the first image's `width` and `height`, `pageNumbers`. More pages than the plan's `maxFrames`, or a page past `maxPixels` at the asked size, fail IMAGE_TOO_LARGE before anything is rendered. Fails with DOCUMENT_ENCRYPTED (a password is needed to open it), INVALID_IMAGE (a PDF poppler cannot read) or INVALID_OPTIONS (`pages` past the end).
+         *
+         *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
+         */
+        post: operations["processPdfToImages"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/process/pipeline": {
         parameters: {
             query?: never;
@@ -1260,7 +1282,7 @@ export interface components {
             };
         };
         /**
-         * @description The output `outputFileId` names: its format, size and dimensions, `pages` for the frames or pages it holds; kinds that change the size add `inputSize` and `savedBytes`. For presentation-to-images it describes the ZIP (`format` "zip", its `size`, `pages` = images) and adds `imageFormat`, `width` and `height` of the slide images and `slides` (the slide numbers rendered).
+         * @description The output `outputFileId` names: its format, size and dimensions, `pages` for the frames or pages it holds; kinds that change the size add `inputSize` and `savedBytes`. For presentation-to-images it describes the ZIP (`format` "zip", its `size`, `pages` = images) and adds `imageFormat`, `width` and `height` of the slide images and `slides` (the slide numbers rendered); pdf-to-images likewise, with `pageNumbers` (the page numbers rendered).
          * @example {
          *       "format": "webp",
          *       "size": 391220,
@@ -1286,12 +1308,14 @@ export interface components {
             /** @description compress with quality "auto": SSIM of the output to the input (1 when the output is lossless or the input itself). */
             ssim?: number;
             /**
-             * @description presentation-to-images: the slide images' format.
+             * @description presentation-to-images, pdf-to-images: the images' format.
              * @enum {string}
              */
             imageFormat?: "png" | "jpeg" | "webp";
             /** @description presentation-to-images: the slide numbers rendered, in order. */
             slides?: number[];
+            /** @description pdf-to-images: the page numbers rendered, in order. */
+            pageNumbers?: number[];
         } & {
             [key: string]: unknown;
         };
@@ -1331,7 +1355,7 @@ export interface components {
              * @description The job kind.
              * @enum {string}
              */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "image-to-pdf" | "presentation-to-images" | "pipeline";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "image-to-pdf" | "presentation-to-images" | "pdf-to-images" | "pipeline";
             /**
              * @description `queued` → `processing` → `completed` | `failed`; `queued`/`processing` → `canceled`. A task waiting to be retried is `queued` again.
              * @enum {string}
@@ -1350,9 +1374,9 @@ export interface components {
             options: {
                 [key: string]: unknown;
             };
-            /** @description When completed: the output (for presentation-to-images, a ZIP of the slides). */
+            /** @description When completed: the output (for presentation-to-images and pdf-to-images, a ZIP of the images). */
             outputFileId?: string;
-            /** @description presentation-to-images: one image per slide, in order. */
+            /** @description presentation-to-images, pdf-to-images: one image per slide or page, in order. */
             outputFileIds?: string[];
             result?: components["schemas"]["TaskResult"];
             error?: components["schemas"]["TaskError"];
@@ -1429,7 +1453,7 @@ export interface components {
             /** @enum {string} */
             status: "queued" | "failed";
             /** @enum {string} */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "image-to-pdf" | "presentation-to-images" | "pipeline";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "image-to-pdf" | "presentation-to-images" | "pdf-to-images" | "pipeline";
             /**
              * Format: date-time
              * @description When it was queued.
@@ -2969,6 +2993,43 @@ export interface components {
             /** @description An uploaded or output file of yours. */
             fileId: string;
         } & components["schemas"]["PresentationToImagesOptions"];
+        /**
+         * @description The options of pdf-to-images.
+         * @example {
+         *       "format": "png",
+         *       "width": 1600,
+         *       "pages": "1-3,5"
+         *     }
+         */
+        PdfToImagesOptions: {
+            /**
+             * @description Image format. Default png.
+             * @enum {string}
+             */
+            format?: "png" | "jpeg" | "webp";
+            /** @description Image width in pixels (the height follows each page's aspect). Default 1920; exclusive with dpi. */
+            width?: number;
+            /** @description Resolution in dots per inch, instead of a width: each page at its printed size. */
+            dpi?: number;
+            /**
+             * @description Pages to render, e.g. "1-3,5" (numbers and inclusive ranges, from 1). Default: all.
+             * @example 1-3,5
+             */
+            pages?: string;
+        };
+        /**
+         * @description The input and the options of pdf-to-images.
+         * @example {
+         *       "fileId": "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+         *       "format": "png",
+         *       "width": 1600,
+         *       "pages": "1-3,5"
+         *     }
+         */
+        PdfToImagesRequest: {
+            /** @description An uploaded or output file of yours. */
+            fileId: string;
+        } & components["schemas"]["PdfToImagesOptions"];
         /**
          * @description The options of pipeline.
          * @example {
@@ -11414,6 +11475,338 @@ export interface operations {
                      *         "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
                      *         "status": "queued",
                      *         "type": "presentation-to-images",
+                     *         "createdAt": "2026-05-04T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["QueuedTask"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
+             *
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED" | "INPUT_NOT_SUPPORTED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `FILE_EXPIRED`: The file has expired and was deleted. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "FILE_EXPIRED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry.
+             *
+             *     `TOO_MANY_QUEUED_TASKS`: As many tasks are queued or running as the plan's maxQueuedTasks.
+             *
+             *     `MONTHLY_QUOTA_EXCEEDED`: The plan's monthlyTasks are used up until `details.resetsAt`.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED" | "TOO_MANY_QUEUED_TASKS" | "MONTHLY_QUOTA_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    processPdfToImages: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PdfToImagesRequest"];
+            };
+        };
+        responses: {
+            /** @description The task is queued (or failed at once: a limit the stored header shows is passed) */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
+                     *         "status": "queued",
+                     *         "type": "pdf-to-images",
                      *         "createdAt": "2026-05-04T09:30:00.000Z"
                      *       }
                      *     }

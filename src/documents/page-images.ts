@@ -17,7 +17,7 @@ import { runsOf } from './pages.js';
 
 /** The formats a page's image may be written in. */
 export const PAGE_IMAGE_FORMATS = ['png', 'jpeg', 'webp'] as const;
-export type PageImageFormat = (typeof PAGE_IMAGE_FORMATS)[number];
+type PageImageFormat = (typeof PAGE_IMAGE_FORMATS)[number];
 
 /** The width of a page's image in pixels: its range and default. */
 export const PAGE_WIDTH = { min: 16, max: 8192, default: 1920 } as const;

@@ -1,4 +1,4 @@
-// Previews of PDF files (image-to-pdf outputs): pdftoppm renders the first page fitted into the
+// Previews of PDF files (uploads and image-to-pdf outputs): pdftoppm renders the first page fitted into the
 // box; src/imaging/preview.ts encodes, caches and bounds it like any other preview. And the
 // ffmpeg of AVIF image sequences' previews, run as the jobs run it.
 import { AppError, TaskError } from '../errors.js';

@@ -94,7 +94,7 @@ async function readiness(services: Services): Promise<Record<string, Check>> {
     ),
     poppler: converterCheck(
       [services.config.pdftoppmCommand, services.config.pdfinfoCommand],
-      'presentation-to-images and PDF previews are unavailable until poppler-utils is installed',
+      'presentation-to-images, pdf-to-images and PDF previews are unavailable until poppler-utils is installed',
     ),
     ffmpeg: converterCheck(
       [services.config.ffmpegCommand],
@@ -123,7 +123,7 @@ async function sandboxCheck(sandbox: Sandbox): Promise<Check> {
   if (status.confined) return { ok: true, required: false };
   const consequence =
     sandbox.mode === 'required'
-      ? 'presentation-to-images, PDF previews and animated AVIF fail until it can (CONVERTER_SANDBOX=required)'
+      ? 'presentation-to-images, pdf-to-images, PDF previews and animated AVIF fail until it can (CONVERTER_SANDBOX=required)'
       : 'LibreOffice, poppler and ffmpeg run unconfined and can read any file this process can';
   return { ok: false, required: false, detail: `${status.reason}: ${consequence}` };
 }

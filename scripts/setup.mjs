@@ -43,7 +43,7 @@ const SYSTEM_PACKAGES = [
   },
   {
     what: 'python3-uno',
-    // The bridge the warm LibreOffice instances are driven through (src/documents/warm-office.ts);
+    // The bridge the warm LibreOffice instances are driven through (src/programs/warm-office.ts);
     // without it every presentation starts a LibreOffice of its own, about a second slower.
     probe: () => spawnSync('/usr/bin/python3', ['-c', 'import uno'], { stdio: 'ignore', timeout: 30_000 }).status === 0,
     packages: ['python3-uno'],
@@ -52,7 +52,7 @@ const SYSTEM_PACKAGES = [
   },
   {
     what: 'ffmpeg',
-    // libdav1d decodes AV1 image sequences (animated AVIF), libaom-av1 writes them (src/imaging/ffmpeg.ts);
+    // libdav1d decodes AV1 image sequences (animated AVIF), libaom-av1 writes them (src/programs/ffmpeg.ts);
     // libvips reads only AVIF's still items.
     probe: () => hasCommand('ffmpeg'),
     packages: ['ffmpeg'],

@@ -61,7 +61,7 @@ export interface Config {
   converterConcurrency: number;
   /** Conversions one warm LibreOffice instance makes before it is replaced; 0: one soffice per document. */
   converterRestartAfter: number;
-  /** Whether LibreOffice and poppler run in the bwrap sandbox (src/documents/sandbox.ts), and bwrap's program. */
+  /** Whether LibreOffice and poppler run in the bwrap sandbox (src/programs/sandbox.ts), and bwrap's program. */
   converterSandbox: SandboxMode;
   bwrapCommand: string;
   /** Previews one API process renders at once, and how many more may wait; past that 503. */
@@ -104,10 +104,10 @@ export type StorageConfig =
       credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string } | undefined;
     };
 
-export const SANDBOX_MODES = ['auto', 'required', 'off'] as const;
+const SANDBOX_MODES = ['auto', 'required', 'off'] as const;
 export type SandboxMode = (typeof SANDBOX_MODES)[number];
 
-export const SIGNUP_MODES = ['open', 'invite', 'closed'] as const;
+const SIGNUP_MODES = ['open', 'invite', 'closed'] as const;
 export type SignupMode = (typeof SIGNUP_MODES)[number];
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;

@@ -28,7 +28,7 @@ export interface MaintenanceDeps {
 }
 
 /** True for the one process that gets this tick of `name`. */
-export async function claimTick(database: Database, name: string, now: number, intervalMs: number): Promise<boolean> {
+async function claimTick(database: Database, name: string, now: number, intervalMs: number): Promise<boolean> {
   await database.db
     .insertInto('periodic_runs')
     .values({ name, last_run: 0 })
@@ -51,7 +51,7 @@ export async function claimTick(database: Database, name: string, now: number, i
  * nothing live is touched. Each task is marked when swept, so one whose ending committed late
  * is not missed (as it could be behind a completed_at cursor). Returns how many objects went.
  */
-export async function sweepUnrecordedOutputs(deps: MaintenanceDeps): Promise<number> {
+async function sweepUnrecordedOutputs(deps: MaintenanceDeps): Promise<number> {
   const { database, storage } = deps;
   let removed = 0;
   for (;;) {

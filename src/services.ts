@@ -9,10 +9,13 @@ import { loadPlans, type PlanTable } from './accounts/plans.js';
 import { Maintenance } from './maintenance.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { DirectUploads } from './files/direct-upload.js';
-import { createSandbox, type Sandbox } from './documents/sandbox.js';
+import { pdfPageCounter } from './documents/pdf.js';
+import { previewPoppler } from './programs/preview.js';
+import { createSandbox, type Sandbox } from './programs/sandbox.js';
 import { QueueEvents } from './queue/events.js';
 import { PgWakeups } from './queue/notify.js';
 import { TaskQueue } from './queue/queue.js';
+import { recordTasksEnded } from './tasks/ended.js';
 import { LocalStorage } from './storage/local.js';
 import { S3Storage } from './storage/s3.js';
 import type { ObjectStorage } from './storage/storage.js';
@@ -76,10 +79,12 @@ export async function createServices(config: Config, overrides: ServiceOverrides
   }
   const clock = overrides.clock ?? systemClock;
   const events = new QueueEvents();
-  const queue = new TaskQueue(database, clock, events);
+  const queue = new TaskQueue(database, clock, events, (tx, accountId, taskIds, now) => recordTasksEnded(database, tx, accountId, taskIds, now));
   const storage: ObjectStorage = config.storage.kind === 's3' ? new S3Storage(config.storage) : new LocalStorage(config.storage.root);
   const logger = overrides.logger ?? createLogger(config);
+  const sandbox = createSandbox(config, logger);
   const uploads = new DirectUploads({
+    pdfPages: pdfPageCounter(previewPoppler(config, sandbox)),
     database,
     storage,
     clock,
@@ -105,7 +110,7 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     logger,
     maintenance,
     uploads,
-    sandbox: createSandbox(config, logger),
+    sandbox,
     database,
     storage,
     plans,

@@ -14,10 +14,10 @@ import path from 'node:path';
  * from before this scheme, a reused pid) are abandoned once untouched this long: nothing live
  * goes that long without a write (bodies stall out after BODY_STALL_SECONDS, tasks time out).
  */
-export const UNTOUCHED_STALE_MS = 24 * 3600_000;
+const UNTOUCHED_STALE_MS = 24 * 3600_000;
 
 /** The directories of tasks, previews and delivery renders under the system's temporary directory. */
-export const WORK_DIR_PREFIXES = ['imgapi-task-', 'imgapi-preview-', 'imgapi-render-'];
+const WORK_DIR_PREFIXES = ['imgapi-task-', 'imgapi-preview-', 'imgapi-render-'];
 
 const HOST = crypto.createHash('sha256').update(os.hostname()).digest('hex').slice(0, 8);
 const INSTANCE = crypto.randomBytes(4).toString('hex');
@@ -38,7 +38,7 @@ function isRunning(pid: number): boolean {
 }
 
 /** Whether the entry `name` (under `prefix`) was left by a process that no longer writes it. */
-export function isAbandoned(name: string, prefix: string, modifiedAt: number, now: number): boolean {
+function isAbandoned(name: string, prefix: string, modifiedAt: number, now: number): boolean {
   const owner = OWNER.exec(name.slice(prefix.length));
   if (owner && owner[1] === HOST) {
     const pid = Number(owner[2]);

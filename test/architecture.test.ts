@@ -1,13 +1,15 @@
 // The layer rules of docs/architecture.md, checked on the source so that they stay true:
 //
 //   1. http/ is the top layer. No module outside src/http/ imports from it; the one exception is
-//      the command line (src/main.ts), which starts the HTTP server (src/http/app.ts).
+//      the serve command (src/commands/serve.ts), which starts the HTTP server (src/http/app.ts).
 //   2. SQL lives with the data. Query-builder calls (selectFrom, updateTable, insertInto,
 //      deleteFrom, joins) and Kysely's `sql` tag appear only in the data-owning modules of
 //      DATA_OWNERS; each writes only the tables it owns and reads only those or the ones it
 //      declares. Routes, the worker, the command line call the owners' named functions.
 //   3. No import cycles among the files of src/ (type-only imports count: they tie two
-//      modules together as tightly).
+//      modules together as tightly), nor among its folders: imaging/ → programs/ and
+//      programs/ → imaging/ through different files is a circle too (a file at the top of src/
+//      counts as a folder of its own).
 //
 // A failure names the file, the line and the rule broken. The rules are also run on small
 // made-up trees below, so that each is known to catch what it is meant to.
@@ -67,8 +69,8 @@ const TABLES_BY_VARIABLE = ['src/db/database.ts', 'src/db/dump.ts'];
  */
 const MIGRATIONS = 'src/db/migrations.ts';
 
-/** The command line starts the HTTP server: the one import of http/ from outside it. */
-const HTTP_ENTRY = { from: 'src/main.ts', to: 'src/http/app.ts' };
+/** `imgapi serve` starts the HTTP server: the one import of http/ from outside it. */
+const HTTP_ENTRY = { from: 'src/commands/serve.ts', to: 'src/http/app.ts' };
 
 const WRITES = new Set(['insertInto', 'updateTable', 'deleteFrom', 'replaceInto', 'mergeInto']);
 const READS = new Set(['selectFrom', 'innerJoin', 'leftJoin', 'rightJoin', 'fullJoin', 'innerJoinLateral', 'leftJoinLateral']);
@@ -260,13 +262,76 @@ function importCycles(files: Parsed[]): string[] {
   return problems;
 }
 
+/** The folder a file belongs to for rule 3: src/imaging/decoders/heic.ts → src/imaging; a top-level file is its own. */
+const folderOf = (file: string): string => {
+  const parts = file.split('/');
+  return parts.length > 2 ? parts.slice(0, 2).join('/') : file;
+};
+
+/**
+ * Rule 3, between folders: every group of folders that import each other in a circle (a strongly
+ * connected component of the folder graph), each of its edges named by one import that makes it.
+ */
+function folderCycles(files: Parsed[]): string[] {
+  const known = new Set(files.map((f) => f.file.path));
+  /** from folder → to folder → the first import (file:line) that makes the edge. */
+  const edges = new Map<string, Map<string, string>>();
+  for (const { file, imports } of files) {
+    const from = folderOf(file.path);
+    for (const imported of imports) {
+      if (!known.has(imported.target)) continue;
+      const to = folderOf(imported.target);
+      if (to === from) continue;
+      const out = edges.get(from) ?? new Map<string, string>();
+      edges.set(from, out);
+      if (!out.has(to)) out.set(to, `${file.path}:${imported.line} imports ${imported.target}`);
+    }
+  }
+  // Tarjan's strongly connected components.
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const components: string[][] = [];
+  const connect = (node: string) => {
+    index.set(node, index.size);
+    low.set(node, index.get(node)!);
+    stack.push(node);
+    onStack.add(node);
+    for (const next of [...(edges.get(node)?.keys() ?? [])].sort()) {
+      if (!index.has(next)) {
+        connect(next);
+        low.set(node, Math.min(low.get(node)!, low.get(next)!));
+      } else if (onStack.has(next)) low.set(node, Math.min(low.get(node)!, index.get(next)!));
+    }
+    if (low.get(node) === index.get(node)) {
+      const component: string[] = [];
+      let member: string;
+      do {
+        member = stack.pop()!;
+        onStack.delete(member);
+        component.push(member);
+      } while (member !== node);
+      if (component.length > 1) components.push(component.sort());
+    }
+  };
+  for (const node of [...edges.keys()].sort()) if (!index.has(node)) connect(node);
+  return components.map((component) => {
+    const inside = component.flatMap((from) => [...(edges.get(from) ?? [])].filter(([to]) => component.includes(to)).map(([, why]) => `\n  ${why}`));
+    return (
+      `folders ${component.join(', ')} import each other in a circle: move what both need into a folder both import, ` +
+      `or pass it in as a callback${inside.join('')}`
+    );
+  });
+}
+
 const check = (problems: string[]) => assert.ok(problems.length === 0, `\n${problems.join('\n')}\n`);
 const tree = (files: Record<string, string>): Parsed[] => Object.entries(files).map(([p, text]) => parse({ path: p, text }));
 
 describe('architecture', () => {
   const files = readSources().map(parse);
 
-  it('no module outside src/http/ imports from it, but the command line starting the server', () => {
+  it('no module outside src/http/ imports from it, but the serve command starting the server', () => {
     check(httpImports(files));
   });
 
@@ -289,18 +354,22 @@ describe('architecture', () => {
     check(importCycles(files));
   });
 
+  it('no import cycles among the folders of src/', () => {
+    check(folderCycles(files));
+  });
+
   describe('the rules catch what they are meant to', () => {
-    it('an import of http/ from below it, and any of http/ but app.ts from the command line', () => {
+    it('an import of http/ from below it, and any of http/ but app.ts from the serve command', () => {
       const problems = httpImports(
         tree({
           'src/files/files.ts': "import { olderThan } from '../http/pagination.js';",
-          'src/main.ts': "import { buildApp } from './http/app.js';\nimport { apiKeyAuth } from './http/auth.js';",
+          'src/commands/serve.ts': "import { buildApp } from '../http/app.js';\nimport { apiKeyAuth } from '../http/auth.js';",
           'src/http/routes/files.ts': "import { ref } from '../schemas.js';",
         }),
       );
       assert.equal(problems.length, 2, problems.join('\n'));
       assert.match(problems[0]!, /^src\/files\/files\.ts:1 imports src\/http\/pagination\.ts: only src\/http\/ may import/);
-      assert.match(problems[1]!, /^src\/main\.ts:2 imports src\/http\/auth\.ts/);
+      assert.match(problems[1]!, /^src\/commands\/serve\.ts:2 imports src\/http\/auth\.ts/);
     });
 
     it("a query in a route, the worker or the command line; a write to another module's table; an undeclared read", () => {
@@ -347,6 +416,24 @@ describe('architecture', () => {
         problems.map((p) => p.slice(0, p.indexOf(':'))),
         ['import cycle src/a.ts → src/b.ts → src/c/c.ts → src/a.ts'],
       );
+    });
+
+    it('a circle between folders through different files, and not a chain or a top-level file', () => {
+      const problems = folderCycles(
+        tree({
+          'src/imaging/source.ts': "import { fileSource } from '../documents/container.js';",
+          'src/documents/svg-parts.ts': "import { safeSvg } from '../imaging/svg.js';",
+          'src/imaging/svg.ts': "import type { Config } from '../config.js';",
+          'src/documents/container.ts': "import type { Config } from '../config.js';",
+          'src/config.ts': '',
+          'src/services.ts': "import { inspect } from './imaging/source.js';",
+          'src/worker/worker.ts': "import { inspect } from '../imaging/source.js';",
+        }),
+      );
+      assert.equal(problems.length, 1, problems.join('\n'));
+      assert.match(problems[0]!, /^folders src\/documents, src\/imaging import each other in a circle/);
+      assert.match(problems[0]!, /src\/imaging\/source\.ts:1 imports src\/documents\/container\.ts/);
+      assert.match(problems[0]!, /src\/documents\/svg-parts\.ts:1 imports src\/imaging\/svg\.ts/);
     });
   });
 });

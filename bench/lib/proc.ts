@@ -117,7 +117,7 @@ export class RssSampler {
 }
 
 /** CPU seconds the whole machine spent busy (all CPUs, /proc/stat), to tell how loaded it was. */
-export function machineBusySeconds(): number {
+function machineBusySeconds(): number {
   try {
     const line = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
     const [, user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).map(Number);

@@ -1,7 +1,7 @@
 // What a scenario is and what it hands back. run.ts holds the list of scenarios, runs them in
 // order, prints every scenario's report, then one table of all rows, and writes the JSON.
 
-export interface Target {
+interface Target {
   /** `ratio` compares Row.ratio, `value` compares Row.value. */
   on: 'ratio' | 'value';
   op: '>=' | '<=';

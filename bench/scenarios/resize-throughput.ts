@@ -323,7 +323,7 @@ const isElf = (file: string): boolean => {
  * real binary preferred over a wrapper script (a stand-in that forwards to it would add its
  * interpreter's start-up to every job).
  */
-export function findImageMagick(): ImageMagick | undefined {
+function findImageMagick(): ImageMagick | undefined {
   const dirs = (process.env.PATH ?? '').split(path.delimiter).filter(Boolean);
   const onPath = (name: string) =>
     dirs

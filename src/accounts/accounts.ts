@@ -163,7 +163,7 @@ export async function createApiKey(database: Database, clock: Clock, accountId: 
 }
 
 // Keys carry 256 random bits, so a fast hash is enough: nothing to brute-force.
-export const hashApiKey = (key: string): string => sha256Hex(key);
+const hashApiKey = (key: string): string => sha256Hex(key);
 
 export async function revokeApiKey(database: Database, clock: Clock, accountId: string, keyId: string): Promise<boolean> {
   const result = await database.db

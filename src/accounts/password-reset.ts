@@ -13,7 +13,7 @@ import { AppError } from '../errors.js';
 import { findAccountById, hashPassword, type Account } from './accounts.js';
 
 /** How long a reset link works. */
-export const RESET_LINK_TTL_MS = 24 * 3600_000;
+const RESET_LINK_TTL_MS = 24 * 3600_000;
 
 function mac(account: Account, expiresAt: number): string {
   return crypto.createHmac('sha256', account.password_hash!).update(`imgapi password reset\n${account.id}\n${expiresAt}`).digest('base64url');

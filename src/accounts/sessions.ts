@@ -24,7 +24,7 @@ export interface Session {
   expiresAt: number;
 }
 
-export const hashSessionToken = (token: string): string => sha256Hex(`session:${token}`);
+const hashSessionToken = (token: string): string => sha256Hex(`session:${token}`);
 
 export async function createSession(
   database: Database,
@@ -117,7 +117,7 @@ export function csrfMatches(session: Session, presented: string | string[] | und
 
 // Throttle ---------------------------------------------------------------------------------
 
-export const THROTTLE_WINDOW_MS = 15 * 60_000;
+const THROTTLE_WINDOW_MS = 15 * 60_000;
 /** Failed passwords for one email in a window before it is guarded: enough for typos, far too few to guess. */
 export const FAILURES_PER_EMAIL = 10;
 /** Failed logins, and sign-up and setup attempts, per client address in a window. */

@@ -87,7 +87,7 @@ function typesOf(root: Schema, schema: unknown, seen = new Set<Schema>()): Set<s
  * The step kinds a kind's `steps` option takes (a pipeline's), each with its options by name:
  * the alternatives of `steps.items`, told apart by their `kind`. Empty for other kinds.
  */
-export function stepKindsOf(document: unknown, info: KindInfo): Map<string, KindInfo> {
+function stepKindsOf(document: unknown, info: KindInfo): Map<string, KindInfo> {
   const root = isSchema(document) ? document : {};
   const items = resolve(root, resolve(root, info.options.get('steps'))?.items);
   const kinds = new Map<string, KindInfo>();

@@ -164,7 +164,7 @@ function barLine(label: string, fraction: number, status: string, width: number)
 }
 
 /** `text` shortened in the middle to `width` characters. */
-export function fit(text: string, width: number): string {
+function fit(text: string, width: number): string {
   if (text.length <= width) return text;
   if (width <= 1) return '…';
   const keep = width - 1;

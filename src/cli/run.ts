@@ -33,7 +33,7 @@ import { canonicalFormat, extensionOf, isFormat, OUTPUT_FORMATS } from '../imagi
 import { formatBytes, formatDuration, table, type Board, type Row } from './progress.js';
 import { json } from './terminal.js';
 
-export interface Outcome {
+interface Outcome {
   /** The input as named (for a several-input kind: all of them, joined by ", "); --json: absolute. */
   input: string;
   /** `skipped`: its output existed, so it was not sent; `canceled`: Ctrl-C stopped it. */
@@ -124,7 +124,7 @@ async function readDocument(baseUrl: string): Promise<unknown> {
 }
 
 /** The kind, the files and the job options of `run`'s arguments, options typed by the document. */
-export function parseRunArguments(args: string[], document: unknown): { info: KindInfo; patterns: string[]; jobOptions: Record<string, unknown> } {
+function parseRunArguments(args: string[], document: unknown): { info: KindInfo; patterns: string[]; jobOptions: Record<string, unknown> } {
   const kinds = kindsOf(document);
   const known = [...kinds.keys()].join(', ');
   const [kind, ...rest] = args;

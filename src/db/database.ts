@@ -17,7 +17,7 @@ pg.types.setTypeParser(20, (value) => Number.parseInt(value, 10));
 export type Tx = Transaction<DB>;
 
 /** Tables whose rows transactions lock by id (see the lock order in src/accounts/quota.ts). */
-export type LockableTable = 'accounts' | 'tasks' | 'batches';
+type LockableTable = 'accounts' | 'tasks' | 'batches';
 
 export interface Database {
   db: Kysely<DB>;

@@ -4,11 +4,11 @@
 import { sql, type Expression, type SqlBool } from 'kysely';
 import { AppError } from '../errors.js';
 
-export function encodeCursor(time: number, id: string): string {
+function encodeCursor(time: number, id: string): string {
   return Buffer.from(`${time}:${id}`).toString('base64url');
 }
 
-export function decodeCursor(cursor: string | undefined): { time: number; id: string } | undefined {
+function decodeCursor(cursor: string | undefined): { time: number; id: string } | undefined {
   if (!cursor) return undefined;
   const text = Buffer.from(cursor, 'base64url').toString();
   const match = /^(\d+):([A-Za-z0-9_-]+)$/.exec(text);

@@ -17,7 +17,7 @@ export interface AccountsTable {
   disabled_at: number | null;
 }
 
-export interface ApiKeysTable {
+interface ApiKeysTable {
   id: string;
   account_id: string;
   name: string;
@@ -59,8 +59,7 @@ export const isFinished = (status: TaskStatus): boolean => !(ACTIVE_STATUSES as 
  * Which workers' slots a task takes (an operation decides it from its options, when the task is
  * queued): `image`, WORKER_CONCURRENCY's; `ai`, a network on the one inference thread, AI_CONCURRENCY's.
  */
-export const TASK_LANES = ['image', 'ai'] as const;
-export type TaskLane = (typeof TASK_LANES)[number];
+export type TaskLane = 'image' | 'ai';
 
 export interface TasksTable {
   id: string;
@@ -96,7 +95,7 @@ export interface TasksTable {
   completed_at: number | null;
 }
 
-export interface TaskInputsTable {
+interface TaskInputsTable {
   task_id: string;
   file_id: string;
   position: number;
@@ -110,13 +109,13 @@ export interface BatchesTable {
   created_at: number;
 }
 
-export interface UsageCountersTable {
+interface UsageCountersTable {
   account_id: string;
   period: string;
   used: number;
 }
 
-export interface IdempotencyKeysTable {
+interface IdempotencyKeysTable {
   account_id: string;
   key: string;
   fingerprint: string;
@@ -125,18 +124,18 @@ export interface IdempotencyKeysTable {
   created_at: number;
 }
 
-export interface RateLimitsTable {
+interface RateLimitsTable {
   subject: string;
   window: number;
   count: number;
 }
 
-export interface PeriodicRunsTable {
+interface PeriodicRunsTable {
   name: string;
   last_run: number;
 }
 
-export interface SessionsTable {
+interface SessionsTable {
   /** SHA-256 of the cookie's token. */
   id: string;
   account_id: string;
@@ -146,19 +145,19 @@ export interface SessionsTable {
   user_agent: string | null;
 }
 
-export interface AuthThrottleTable {
+interface AuthThrottleTable {
   subject: string;
   window_start: number;
   count: number;
 }
 
-export interface SetupTokensTable {
+interface SetupTokensTable {
   token_hash: string;
   created_at: number;
   expires_at: number;
 }
 
-export interface InvitesTable {
+interface InvitesTable {
   id: string;
   code_hash: string;
   prefix: string;
@@ -170,7 +169,7 @@ export interface InvitesTable {
   used_by: string | null;
 }
 
-export type UploadStatus = 'pending' | 'confirmed' | 'expired';
+type UploadStatus = 'pending' | 'confirmed' | 'expired';
 
 export interface UploadsTable {
   id: string;
@@ -199,8 +198,7 @@ export interface WebhooksTable {
   created_at: number;
 }
 
-export const DELIVERY_STATUSES = ['pending', 'delivering', 'delivered', 'failed'] as const;
-export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+type DeliveryStatus = 'pending' | 'delivering' | 'delivered' | 'failed';
 
 /** One event for one endpoint, queued like a task: claimed with a lease, retried with backoff. */
 export interface WebhookDeliveriesTable {
@@ -228,7 +226,7 @@ export interface WebhookDeliveriesTable {
 }
 
 /** When each account last had a task claimed in each lane: the claim serves the longest-waiting first. */
-export interface AccountLanesTable {
+interface AccountLanesTable {
   account_id: string;
   lane: TaskLane;
   last_served_at: number;
@@ -262,7 +260,7 @@ export interface DB {
 
 // Delivery URLs (src/delivery/) ----------------------------------------------------------
 
-export interface SigningKeysTable {
+interface SigningKeysTable {
   /** The public key id in delivery URLs (sk_…). */
   id: string;
   account_id: string;
@@ -274,7 +272,7 @@ export interface SigningKeysTable {
   created_at: number;
 }
 
-export interface PresetsTable {
+interface PresetsTable {
   account_id: string;
   name: string;
   /** The normalised transform (src/delivery/transform.ts). */
@@ -284,7 +282,7 @@ export interface PresetsTable {
   updated_at: number;
 }
 
-export interface OriginsTable {
+interface OriginsTable {
   id: string;
   account_id: string;
   name: string;
@@ -292,7 +290,7 @@ export interface OriginsTable {
   created_at: number;
 }
 
-export interface OriginObjectsTable {
+interface OriginObjectsTable {
   origin_id: string;
   path: string;
   storage_key: string;
@@ -306,7 +304,7 @@ export interface OriginObjectsTable {
   checked_at: number;
 }
 
-export interface RenderCacheTable {
+interface RenderCacheTable {
   key: string;
   account_id: string;
   /** `file:<fileId>` or `origin:<originId>`: what purges the render. */

@@ -13,17 +13,16 @@
 // directory, by random access: cheap for any size. The ZIP's expanded size is bounded from the
 // central directory at upload, and again, by actually inflating every entry, before LibreOffice
 // sees the file (a ZIP may understate its sizes; yauzl refuses an entry that inflates to more).
-import fs from 'node:fs';
-import { PassThrough, Readable, pipeline } from 'node:stream';
+import { Readable } from 'node:stream';
 import yauzl from 'yauzl';
 import { mimeOf, type PresentationFormat } from '../imaging/formats.js';
-import type { ObjectStorage } from '../storage/storage.js';
-import { CFB_SIGNATURE, CfbError, CompoundFile, type ByteReader } from './cfb.js';
+import { CFB_SIGNATURE, CfbError, CompoundFile } from '../bytes/cfb.js';
+import { fileSource, type ByteSource } from '../bytes/sources.js';
 import { SvgPartDetector } from './svg-parts.js';
 
 /** The most a presentation's ZIP may expand to, and the most entries it may hold. */
 export const MAX_EXPANDED_BYTES = 1024 * 1024 * 1024;
-export const MAX_ZIP_ENTRIES = 10_000;
+const MAX_ZIP_ENTRIES = 10_000;
 /** Parts read to identify a package ([Content_Types].xml, mimetype, the ODF manifest). */
 const MAX_PART_BYTES = 4 * 1024 * 1024;
 
@@ -50,56 +49,6 @@ export function containerKind(head: Buffer): 'zip' | 'ole' | undefined {
   if (head.subarray(0, 8).equals(CFB_SIGNATURE)) return 'ole';
   return undefined;
 }
-
-// ---------------------------------------------------------------------------------------------
-// Byte sources: a local file, or an object in storage read by ranges.
-
-export interface ByteSource extends ByteReader {
-  /** A stream of bytes [start, end). */
-  stream(start: number, end: number): Readable;
-  close(): Promise<void>;
-}
-
-export async function fileSource(file: string): Promise<ByteSource> {
-  const handle = await fs.promises.open(file, 'r');
-  const { size } = await handle.stat();
-  return {
-    size,
-    async read(offset, length) {
-      const buffer = Buffer.alloc(Math.max(0, Math.min(length, size - offset)));
-      if (buffer.length) await handle.read(buffer, 0, buffer.length, offset);
-      return buffer;
-    },
-    stream: (start, end) => (end > start ? fs.createReadStream(file, { start, end: end - 1 }) : Readable.from([])),
-    close: () => handle.close(),
-  };
-}
-
-export function storageSource(storage: ObjectStorage, key: string, size: number): ByteSource {
-  const stream = (start: number, end: number): Readable => {
-    if (end <= start) return Readable.from([]);
-    const out = new PassThrough();
-    storage.get(key, { start, end: end - 1 }).then(
-      // Errors travel both ways: a failed read ends the reader's stream; a reader that stops
-      // early (yauzl closing the zip) releases the storage stream.
-      (body) => pipeline(body, out, () => {}),
-      (err) => out.destroy(err),
-    );
-    return out;
-  };
-  return {
-    size,
-    async read(offset, length) {
-      const chunks: Buffer[] = [];
-      for await (const chunk of stream(offset, Math.min(size, offset + length))) chunks.push(chunk as Buffer);
-      return Buffer.concat(chunks);
-    },
-    stream,
-    close: async () => {},
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
 
 /** What presentation the container holds; NotAPresentation when it holds none we read. */
 export async function identifyPresentation(source: ByteSource): Promise<Identified> {

@@ -10,17 +10,17 @@ import { PDFDocument, concatTransformationMatrix, drawObject, popGraphicsState, 
 import type { Sharp } from 'sharp';
 import { TaskError } from '../errors.js';
 import { asTaskError } from '../imaging/errors.js';
-import type { Ffmpeg } from '../imaging/ffmpeg.js';
+import type { Ffmpeg } from '../programs/ffmpeg.js';
 import type { ImageLimits } from '../imaging/limits.js';
 import { inspect, openUpright } from '../imaging/source.js';
 
 export const PAGE_SIZES = ['fit', 'A4', 'Letter', 'Legal', 'A3'] as const;
-export type PageSize = (typeof PAGE_SIZES)[number];
+type PageSize = (typeof PAGE_SIZES)[number];
 export const ORIENTATIONS = ['portrait', 'landscape', 'auto'] as const;
-export type Orientation = (typeof ORIENTATIONS)[number];
+type Orientation = (typeof ORIENTATIONS)[number];
 
 /** Portrait sizes in points (1/72 in). */
-export const PAGE_POINTS: Record<Exclude<PageSize, 'fit'>, [number, number]> = {
+const PAGE_POINTS: Record<Exclude<PageSize, 'fit'>, [number, number]> = {
   A4: [595.28, 841.89],
   Letter: [612, 792],
   Legal: [612, 1008],
@@ -30,7 +30,7 @@ export const PAGE_POINTS: Record<Exclude<PageSize, 'fit'>, [number, number]> = {
 /** The largest page side most readers open (Acrobat's limit); `fit` pages are scaled under it. */
 const MAX_PAGE_POINTS = 14_400;
 /** The PDF is built in memory: this bounds it. */
-export const MAX_PDF_BYTES = 1024 * 1024 * 1024;
+const MAX_PDF_BYTES = 1024 * 1024 * 1024;
 
 export interface PdfLayout {
   pageSize?: PageSize;
@@ -64,7 +64,7 @@ export function marginProblem(layout: PdfLayout): string | undefined {
 }
 
 /** Where the image goes: the page's size and the image's box on it, in points. */
-export function placeImage(image: { width: number; height: number; density?: number }, layout: PdfLayout) {
+function placeImage(image: { width: number; height: number; density?: number }, layout: PdfLayout) {
   const margin = layout.margin ?? 0;
   if (!layout.pageSize || layout.pageSize === 'fit') {
     // The page takes the image's size at its resolution (72 dpi when it states none).
@@ -213,7 +213,7 @@ async function embeddableAsIs(image: Sharp, meta: Awaited<ReturnType<Sharp['meta
 }
 
 /** Whether an ICC profile describes sRGB (IEC 61966-2-1), judged by its description tag. */
-export function isSrgbProfile(icc: Buffer): boolean {
+function isSrgbProfile(icc: Buffer): boolean {
   if (icc.length < 132 || icc.toString('latin1', 16, 20) !== 'RGB ') return false;
   const count = icc.readUInt32BE(128);
   for (let i = 0; i < count && 132 + 12 * (i + 1) <= icc.length; i++) {

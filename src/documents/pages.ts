@@ -1,7 +1,7 @@
 // The `pages` option of presentation-to-images: "1-3,5" — slide numbers and inclusive ranges,
 // counting the slides the presentation shows (hidden ones are not exported, so not counted).
 
-export const MAX_PAGE_NUMBER = 100_000;
+const MAX_PAGE_NUMBER = 100_000;
 
 export type PageRanges = [number, number][];
 

@@ -1,137 +1,37 @@
-// Poppler: pdfinfo for page counts and sizes, pdftoppm to rasterise pages. Each run is a child
-// process group with a timeout, killed whole on timeout or cancel (see processes.ts), in the
-// converter sandbox (sandbox.ts), seeing the PDF (read-only) and its output directory alone.
+// An uploaded PDF's page count, for the file's `pages`: pdfinfo (poppler, in the converter
+// sandbox, with the preview's short timeout) reads the stored object. Upload does not decode
+// what it stores: a PDF poppler cannot open (damaged, or password-protected) is kept without a
+// page count, and its task fails with the reason (INVALID_IMAGE, DOCUMENT_ENCRYPTED).
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { TaskError } from '../errors.js';
-import { findExecutable, lastLines, ProgramMissing } from './processes.js';
-import type { Access, Sandbox } from './sandbox.js';
+import type { Poppler } from '../programs/poppler.js';
+import { SandboxUnavailable } from '../programs/sandbox.js';
+import type { ObjectStorage } from '../storage/storage.js';
+import { ownedTempPrefix } from '../temp-files.js';
 
-export interface PopplerOptions {
-  pdftoppm: string;
-  pdfinfo: string;
-  /** The longest one pdftoppm or pdfinfo run may take. */
-  timeoutMs: number;
-  sandbox: Sandbox;
-}
+/** Reads the page count of the PDF stored under `key`; undefined when poppler cannot tell. */
+export type PdfPageCounter = (storage: ObjectStorage, key: string) => Promise<number | undefined>;
 
-export interface PdfInfo {
-  pages: number;
-  /** Page 1's displayed size in points (its rotation applied). */
-  width: number;
-  height: number;
-}
-
-export interface RunLimits {
-  signal?: AbortSignal;
-  deadline?: number;
-}
-
-/** The program is missing: the message names it and the package that provides it. */
-export class PopplerMissing extends TaskError {
-  constructor(readonly program: string) {
-    super('CONVERSION_FAILED', `${program} (poppler-utils) is not installed on this server, so PDF pages cannot be rasterised`);
-  }
-}
-
-export class Poppler {
-  constructor(private readonly options: PopplerOptions) {}
-
-  available(): boolean {
-    return findExecutable(this.options.pdftoppm) !== undefined && findExecutable(this.options.pdfinfo) !== undefined;
-  }
-
-  async info(pdf: string, limits: RunLimits = {}): Promise<PdfInfo> {
-    const run = await this.run(this.options.pdfinfo, [pdf], { readOnly: [pdf] }, limits);
-    const pages = Number(/^Pages:\s+(\d+)/m.exec(run.stdout)?.[1] ?? NaN);
-    const size = /^Page size:\s+([\d.]+) x ([\d.]+) pts/m.exec(run.stdout);
-    const rotation = Number(/^Page rot:\s+(\d+)/m.exec(run.stdout)?.[1] ?? 0);
-    if (run.code !== 0 || !Number.isInteger(pages) || !size) {
-      throw new TaskError('CONVERSION_FAILED', `The converted PDF cannot be read${lastLines(run.stderr) ? `: ${lastLines(run.stderr)}` : ''}`);
-    }
-    const [w, h] = [Number(size[1]), Number(size[2])];
-    return rotation % 180 === 90 ? { pages, width: h, height: w } : { pages, width: w, height: h };
-  }
-
-  /**
-   * Rasterises pages `first`..`last` at exactly `width` pixels wide (height by the page's
-   * aspect) into `outDir`; returns each page's file, by page number. `tiff` is uncompressed
-   * (fast to write, for re-encoding); `png` is final.
-   */
-  async rasterise(
-    pdf: string,
-    range: { first: number; last: number },
-    width: number,
-    format: 'png' | 'tiff',
-    outDir: string,
-    limits: RunLimits = {},
-  ): Promise<Map<number, string>> {
-    await fs.promises.mkdir(outDir, { recursive: true });
-    const prefix = path.join(outDir, 'page');
-    const run = await this.run(
-      this.options.pdftoppm,
-      [
-        '-f',
-        String(range.first),
-        '-l',
-        String(range.last),
-        '-scale-to-x',
-        String(width),
-        '-scale-to-y',
-        '-1',
-        ...(format === 'png' ? ['-png'] : ['-tiff', '-tiffcompression', 'none']),
-        pdf,
-        prefix,
-      ],
-      { readOnly: [pdf], writable: [outDir] },
-      limits,
-    );
-    if (run.code !== 0)
-      throw new TaskError('CONVERSION_FAILED', `pdftoppm could not rasterise the pages${lastLines(run.stderr) ? `: ${lastLines(run.stderr)}` : ''}`);
-    const pages = new Map<number, string>();
-    for (const name of await fs.promises.readdir(outDir)) {
-      const match = /^page-0*(\d+)\.(png|tif)$/.exec(name);
-      if (match) pages.set(Number(match[1]), path.join(outDir, name));
-    }
-    for (let page = range.first; page <= range.last; page++) {
-      if (!pages.has(page)) throw new TaskError('CONVERSION_FAILED', `pdftoppm produced no image for page ${page}`);
-    }
-    return pages;
-  }
-
-  /**
-   * Page 1 as a PNG fitted inside `box` (a missing side is unbounded), under `dir`; for previews.
-   * Throws PopplerMissing when poppler is not installed, TaskError when the PDF is unreadable.
-   */
-  async firstPage(pdf: string, box: { width?: number; height?: number }, dir: string, limits: RunLimits = {}): Promise<string> {
-    const page = await this.info(pdf, limits);
-    const scale = Math.min((box.width ?? Infinity) / page.width, (box.height ?? Infinity) / page.height);
-    const width = Math.max(1, Math.round(page.width * (Number.isFinite(scale) ? scale : 1)));
-    const prefix = path.join(dir, 'preview');
-    const run = await this.run(
-      this.options.pdftoppm,
-      ['-f', '1', '-l', '1', '-singlefile', '-scale-to-x', String(width), '-scale-to-y', '-1', '-png', pdf, prefix],
-      { readOnly: [pdf], writable: [dir] },
-      limits,
-    );
-    if (run.code !== 0)
-      throw new TaskError(
-        'CONVERSION_FAILED',
-        `pdftoppm could not render the first page${lastLines(run.stderr) ? `: ${lastLines(run.stderr)}` : ''}`,
-      );
-    return `${prefix}.png`;
-  }
-
-  private async run(command: string, args: string[], access: Access, { signal, deadline }: RunLimits) {
-    if (!findExecutable(command)) throw new PopplerMissing(command);
-    const timeoutMs = Math.max(1, Math.min(this.options.timeoutMs, deadline === undefined ? Infinity : deadline - Date.now()));
-    const run = await this.options.sandbox.run(command, args, access, { timeoutMs, signal }).catch((err) => {
-      if (err instanceof ProgramMissing) throw new PopplerMissing(command);
+export const pdfPageCounter =
+  (poppler: Poppler): PdfPageCounter =>
+  async (storage, key) => {
+    if (!poppler.available()) return undefined;
+    const local = storage.localPath?.(key);
+    const dir = local ? undefined : await fs.promises.mkdtemp(path.join(os.tmpdir(), ownedTempPrefix('imgapi-pdf-')));
+    try {
+      let file = local;
+      if (!file) {
+        file = path.join(dir!, 'source.pdf');
+        await pipeline(await storage.get(key), fs.createWriteStream(file));
+      }
+      return (await poppler.info(file)).pages;
+    } catch (err) {
+      if (err instanceof TaskError || err instanceof SandboxUnavailable) return undefined;
       throw err;
-    });
-    if (run.aborted) throw signal?.reason instanceof Error ? signal.reason : new Error('canceled');
-    if (run.timedOut)
-      throw new TaskError('CONVERSION_TIMEOUT', `${path.basename(command)} did not finish within ${Math.round(timeoutMs / 1000)} s and was stopped`);
-    return run;
-  }
-}
+    } finally {
+      if (dir) await fs.promises.rm(dir, { recursive: true, force: true });
+    }
+  };

@@ -24,6 +24,7 @@ import { INCOMING_PREFIX, incomingKey, isObjectNotFound, uploadKey, type ObjectS
 import type { FileRecord } from './files.js';
 import { inspectStoredObject } from './identify.js';
 import { recordUpload } from './upload.js';
+import type { PdfPageCounter } from '../documents/pdf.js';
 
 type UploadRow = Selectable<UploadsTable>;
 
@@ -50,6 +51,8 @@ export interface DirectUploadDeps {
   urlTtlMs: number;
   /** Signs local upload URLs; unused when the storage presigns its own (S3). */
   signingSecret: string | undefined;
+  /** A confirmed PDF's page count. */
+  pdfPages?: PdfPageCounter;
 }
 
 export class DirectUploads {
@@ -236,7 +239,12 @@ export class DirectUploads {
     }
     let inspected;
     try {
-      inspected = await inspectStoredObject(storage, { fileId: upload.file_id, key: finalKey, size: stored.size, filename: upload.filename }, limits);
+      inspected = await inspectStoredObject(
+        storage,
+        { fileId: upload.file_id, key: finalKey, size: stored.size, filename: upload.filename },
+        limits,
+        this.deps.pdfPages,
+      );
     } catch (err) {
       // Refused (type, size limit): the bytes go; the client may PUT another file while the URL lasts.
       if (err instanceof AppError) await storage.delete(finalKey);

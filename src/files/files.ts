@@ -113,7 +113,7 @@ export async function recordOutputs(
 }
 
 /** A queued or running task that reads the file (which must keep it), if any. */
-export async function unfinishedReader(db: Kysely<DB>, fileId: string): Promise<string | undefined> {
+async function unfinishedReader(db: Kysely<DB>, fileId: string): Promise<string | undefined> {
   const task = await db
     .selectFrom('task_inputs')
     .innerJoin('tasks', 'tasks.id', 'task_inputs.task_id')

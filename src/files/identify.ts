@@ -7,9 +7,11 @@ import sharp from 'sharp';
 import { AppError } from '../errors.js';
 import { sha256Hex } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
-import { containerKind, identifyPresentation, NotAPresentation, storageSource } from '../documents/container.js';
+import { storageSource } from '../bytes/sources.js';
+import { containerKind, identifyPresentation, NotAPresentation } from '../documents/container.js';
+import type { PdfPageCounter } from '../documents/pdf.js';
 import { rawDecoderFor, readHeader } from '../imaging/decoders/raw.js';
-import { isSequenceHead, readSequenceHeader, SequenceError } from '../imaging/avif-sequence.js';
+import { isSequenceHead, readSequenceHeader, SequenceError } from '../bytes/avif-sequence.js';
 import { asLibvipsAvif, primaryItemMetadata } from '../imaging/heif-items.js';
 import { sniff, type Sniffed } from '../imaging/sniff.js';
 import { extensionOf, FORMATS, libvipsReadsHeader, readsHeifSequences, UPLOAD_FORMATS } from '../imaging/formats.js';
@@ -140,8 +142,14 @@ export async function identify(
   head: Buffer,
   filename: string | undefined,
   frames: FrameCount | undefined,
+  /** A PDF's page count (pdfinfo); without it a PDF is stored without `pages`. */
+  pdfPages?: PdfPageCounter,
 ): Promise<Pick<StoredUpload, 'sniffed' | 'header' | 'filename'>> {
   const sniffed = sniff(head);
+  if (sniffed && !('refused' in sniffed) && sniffed.format === 'pdf') {
+    const pages = await pdfPages?.(storage, key);
+    return { sniffed, header: pages ? { pages } : {}, filename: safeFilename(filename, sniffed.format) };
+  }
   if (sniffed && !('refused' in sniffed)) {
     if (readsHeifSequences(sniffed.format) && isSequenceHead(head)) {
       return { sniffed, header: await sequenceHeader(storage, key, size, head), filename: safeFilename(filename, sniffed.format) };
@@ -186,6 +194,7 @@ export async function inspectStoredObject(
   storage: ObjectStorage,
   object: { fileId: string; key: string; size: number; filename: string },
   limits: PlanLimits,
+  pdfPages?: PdfPageCounter,
 ): Promise<StoredUpload> {
   if (object.size === 0) throw new AppError('VALIDATION_ERROR', 'The file is empty', { fields: [{ field: 'file', message: 'is empty' }] });
   if (object.size > limits.maxFileBytes) {
@@ -196,7 +205,7 @@ export async function inspectStoredObject(
   const head = Buffer.concat(chunks).subarray(0, PROBE_BYTES);
   // A GIF or WebP larger than the head: its frames are counted over the whole object.
   const frames = object.size > head.length && countedKind(head) ? await countFrames(await storage.get(object.key)) : undefined;
-  const identified = await identify(storage, object.key, object.size, head, object.filename, frames);
+  const identified = await identify(storage, object.key, object.size, head, object.filename, frames, pdfPages);
   // The bytes were not streamed through this service to hash them; a file's bytes never change,
   // so its id is as strong a validator.
   return { fileId: object.fileId, key: object.key, size: object.size, etag: sha256Hex(object.fileId).slice(0, 32), ...identified };

@@ -2,7 +2,7 @@
 import { inputOf } from '../imaging/formats.js';
 
 /** What a job kind's input files must be (an operation's `accepts`). */
-export type InputKind = 'image' | 'presentation';
+export type InputKind = 'image' | 'presentation' | 'pdf';
 
 export function acceptsFormat(kind: InputKind, format: string): boolean {
   return inputOf(format) === kind;

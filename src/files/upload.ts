@@ -15,6 +15,7 @@ import { uploadKey, type ObjectStorage } from '../storage/storage.js';
 import type { FileRecord } from './files.js';
 import { hashFileOffThread } from './file-hash.js';
 import { FrameCounter } from '../imaging/frame-count.js';
+import type { PdfPageCounter } from '../documents/pdf.js';
 import { fileTooLarge, identify, identifyHead, PROBE_BYTES, type StoredUpload } from './identify.js';
 
 export class UploadMeter extends Transform {
@@ -94,6 +95,8 @@ export async function storeUpload(
   body: Readable,
   filename: string | undefined,
   limits: PlanLimits,
+  /** A PDF's page count (pdfinfo); without it a PDF is stored without `pages`. */
+  pdfPages?: PdfPageCounter,
 ): Promise<StoredUpload & { sha256: string }> {
   const fileId = newId('file');
   const key = uploadKey(fileId);
@@ -114,7 +117,7 @@ export async function storeUpload(
   }
   try {
     const [identified, sha256] = await Promise.all([
-      identify(storage, key, meter.size, meter.head, filename, meter.frameCounter.result()),
+      identify(storage, key, meter.size, meter.head, filename, meter.frameCounter.result(), pdfPages),
       localFile === undefined ? meter.sha256! : storedSha256(localFile, meter.size),
     ]);
     return { fileId, key, size: meter.size, sha256, etag: sha256.slice(0, 32), ...identified };

@@ -139,7 +139,7 @@ export async function readSession(services: Services, request: FastifyRequest, r
  * Authenticates the request by its session cookie: sets account, limits and session, checks the
  * CSRF proof and takes the session's rate limit. False when there is no live session.
  */
-export async function authenticateSession(services: Services, request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
+async function authenticateSession(services: Services, request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
   const found = await readSession(services, request, reply);
   if (!found) return false;
   checkCsrf(services, request, found.session);

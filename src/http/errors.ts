@@ -11,7 +11,7 @@ interface AjvError {
 }
 
 /** One entry per bad field, named as the client wrote it (`quality`, `fileIds[2]`, `limit`). */
-export function fieldErrors(errors: AjvError[], context: string | undefined): { field: string; message: string }[] {
+function fieldErrors(errors: AjvError[], context: string | undefined): { field: string; message: string }[] {
   return errors.map((e) => {
     const path = e.instancePath
       .split('/')
@@ -49,7 +49,7 @@ function envelope(request: FastifyRequest, code: string, message: string, detail
  */
 const RESOURCE_HEADERS = ['content-disposition', 'etag', 'last-modified', 'accept-ranges', 'content-range', 'content-length'];
 
-export function sendError(request: FastifyRequest, reply: FastifyReply, error: AppError): FastifyReply {
+function sendError(request: FastifyRequest, reply: FastifyReply, error: AppError): FastifyReply {
   for (const name of RESOURCE_HEADERS) reply.removeHeader(name);
   if (error.headers) reply.headers(error.headers);
   return reply

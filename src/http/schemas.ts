@@ -34,7 +34,7 @@ const EXAMPLE_IDS = {
 };
 const EXAMPLE_TIME = '2026-05-04T09:30:00.000Z';
 
-export const FILE_EXAMPLE = {
+const FILE_EXAMPLE = {
   fileId: EXAMPLE_IDS.file,
   filename: 'photo.jpg',
   mimeType: 'image/jpeg',
@@ -88,7 +88,7 @@ function resizeTask<Outcome extends object>(task: {
   };
 }
 
-export const TASK_EXAMPLE = resizeTask({
+const TASK_EXAMPLE = resizeTask({
   taskId: EXAMPLE_IDS.task,
   status: 'completed',
   progress: 100,
@@ -254,7 +254,8 @@ const RESOURCES: Record<string, JsonSchema> = {
     description:
       'The output `outputFileId` names: its format, size and dimensions, `pages` for the frames or pages it holds; kinds that change ' +
       'the size add `inputSize` and `savedBytes`. For presentation-to-images it describes the ZIP (`format` "zip", its `size`, `pages` = ' +
-      'images) and adds `imageFormat`, `width` and `height` of the slide images and `slides` (the slide numbers rendered).',
+      'images) and adds `imageFormat`, `width` and `height` of the slide images and `slides` (the slide numbers rendered); pdf-to-images ' +
+      'likewise, with `pageNumbers` (the page numbers rendered).',
     required: ['format', 'size'],
     additionalProperties: true,
     properties: {
@@ -277,8 +278,9 @@ const RESOURCES: Record<string, JsonSchema> = {
         maximum: 1,
         description: 'compress with quality "auto": SSIM of the output to the input (1 when the output is lossless or the input itself).',
       },
-      imageFormat: { type: 'string', enum: ['png', 'jpeg', 'webp'], description: "presentation-to-images: the slide images' format." },
+      imageFormat: { type: 'string', enum: ['png', 'jpeg', 'webp'], description: "presentation-to-images, pdf-to-images: the images' format." },
       slides: { type: 'array', items: { type: 'integer', minimum: 1 }, description: 'presentation-to-images: the slide numbers rendered, in order.' },
+      pageNumbers: { type: 'array', items: { type: 'integer', minimum: 1 }, description: 'pdf-to-images: the page numbers rendered, in order.' },
     },
     examples: [TASK_EXAMPLE.result],
   },
@@ -307,8 +309,12 @@ const RESOURCES: Record<string, JsonSchema> = {
         properties: { fileId: id('file', 'The input.'), fileIds: { type: 'array', items: id('file', 'An input.'), minItems: 1 } },
       },
       options: { type: 'object', additionalProperties: true, description: 'The options the task was queued with.' },
-      outputFileId: id('file', 'When completed: the output (for presentation-to-images, a ZIP of the slides).'),
-      outputFileIds: { type: 'array', items: id('file', 'A slide image.'), description: 'presentation-to-images: one image per slide, in order.' },
+      outputFileId: id('file', 'When completed: the output (for presentation-to-images and pdf-to-images, a ZIP of the images).'),
+      outputFileIds: {
+        type: 'array',
+        items: id('file', 'A slide or page image.'),
+        description: 'presentation-to-images, pdf-to-images: one image per slide or page, in order.',
+      },
       result: ref('TaskResult'),
       error: ref('TaskError'),
       attempts: count('Runs started, retries included.'),

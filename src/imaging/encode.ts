@@ -70,7 +70,7 @@ const EXACT_PALETTE_MAX_COLOURS = 16;
  * The encoder then writes that exact palette at the smallest bit depth (1, 2 or 4 bits), as
  * pngquant does for few-colour graphics. Counted once: options already counted pass through.
  */
-export async function withColours(image: Sharp, options: EncodeOptions): Promise<EncodeOptions> {
+async function withColours(image: Sharp, options: EncodeOptions): Promise<EncodeOptions> {
   if (options.format !== 'png' || !options.favourSize || options.lossless || options.colours !== undefined) return options;
   try {
     const count = await distinctColours(image);

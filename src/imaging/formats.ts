@@ -54,8 +54,8 @@ interface FormatDefinition {
   extension: string;
   /** Other names the `format` option accepts for it (`jpg`), stored and answered as the format's own. */
   aliases?: readonly string[];
-  /** What reads it: the image kinds, presentation-to-images, or nothing (an output only). */
-  input: 'image' | 'presentation' | null;
+  /** What reads it: the image kinds, presentation-to-images, pdf-to-images, or nothing (an output only). */
+  input: 'image' | 'presentation' | 'pdf' | null;
   /**
    * How its first bytes are recognised (signatures.ts). A recognised format that nothing reads
    * (`input` null) is refused by name. Presentations have none: their container decides (documents/container.ts).
@@ -331,9 +331,9 @@ export const FORMATS = {
     title: 'PDF',
     mime: 'application/pdf',
     extension: 'pdf',
-    input: null,
+    input: 'pdf',
     signature: { magic: [[[0, '%PDF-']]] },
-    notes: 'written by image-to-pdf',
+    notes: 'read by poppler, in the converter sandbox; written by image-to-pdf',
   },
   zip: {
     title: 'ZIP',
@@ -445,7 +445,8 @@ export function outputFilename(inputName: string, format: string, suffix = ''): 
 export function formatTable(): string {
   const yes = (value: boolean | undefined) => (value ? 'yes' : '—');
   const rows = definitions.map(([format, d]) => {
-    const input = d.input === 'image' ? 'every image kind' : d.input === 'presentation' ? 'presentation-to-images' : '—';
+    const input =
+      d.input === 'image' ? 'every image kind' : d.input === 'presentation' ? 'presentation-to-images' : d.input === 'pdf' ? 'pdf-to-images' : '—';
     const mimes = [d.mime, ...(d.otherMimes ?? [])].map((mime) => `\`${mime}\``).join(', ');
     // Raw-decoded images: decoding them blocks the event loop, so previews (made in the API process) refuse them.
     const notes = [

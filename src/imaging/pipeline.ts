@@ -20,7 +20,7 @@ import sharp, { type Sharp } from 'sharp';
 import { invalidOption, TaskError } from '../errors.js';
 import { encode, encodeToSimilarity, encodeToSize, type EncodedImage, type EncodeOptions } from './encode.js';
 import { asTaskError } from './errors.js';
-import type { Ffmpeg } from './ffmpeg.js';
+import type { Ffmpeg } from '../programs/ffmpeg.js';
 import { canBeLossless, canHoldAlpha, defaultOutputFormat, isRawDecoded, readsHeifSequences, type OutputFormat } from './formats.js';
 import type { Size } from './geometry.js';
 import { checkOutputSize, checkTotalPixels, outputFrames, type ImageLimits } from './limits.js';

@@ -1,7 +1,7 @@
 // What compress knows about a PNG's bytes without encoding it: the fewest bytes any PNG of a
 // given size and bit depth can take (deflate cannot do better than 1032:1), and the chunks
 // libvips writes that a smaller file can do without.
-import { CHUNK_OVERHEAD, pngChunk } from './png-chunk.js';
+import { CHUNK_OVERHEAD, pngChunk } from '../bytes/png-chunk.js';
 
 const SIGNATURE = 8;
 /** Signature, IHDR (13 bytes of data), one IDAT holding a zlib stream (2-byte header, 4-byte Adler-32) and IEND. */

@@ -23,15 +23,15 @@ import type { Counter } from 'prom-client';
 import type { Selectable } from 'kysely';
 import sharp, { type Sharp } from 'sharp';
 import type { PlanLimits } from '../accounts/plans.js';
-import { pdfFirstPage } from '../documents/preview.js';
-import type { Poppler } from '../documents/pdf.js';
+import { pdfFirstPage } from '../programs/preview.js';
+import type { Poppler } from '../programs/poppler.js';
 import { AppError, TaskError } from '../errors.js';
 import type { FilesTable } from '../db/schema.js';
 import { isObjectNotFound, previewKey, type ObjectStorage } from '../storage/storage.js';
 import { decodeForSharp } from './decode-thread.js';
 import { openSharpInput } from './decoders/to-sharp.js';
 import { mimeOf, readsHeifSequences } from './formats.js';
-import type { Ffmpeg } from './ffmpeg.js';
+import type { Ffmpeg } from '../programs/ffmpeg.js';
 import { inspect, libvipsInput, openSource, rawDecoderOf } from './source.js';
 import { ownedTempPrefix } from '../temp-files.js';
 
@@ -52,15 +52,12 @@ export interface Box {
 }
 
 /** Sides of the stored renditions: 320 is the dashboard's thumbnail, 1024 the default preview. */
-export const PREVIEW_SIDES = [128, 320, 640, 1024, 2048] as const;
+const PREVIEW_SIDES = [128, 320, 640, 1024, 2048] as const;
 const DEFAULT_SIDE = 1024;
 const MAX_SIDE = 2048;
 const RENDER_TIMEOUT_SECONDS = 20;
 /** What a refused client is told to wait before it retries. */
 const RETRY_AFTER_SECONDS = 2;
-
-/** What happened, for the imgapi_previews_total metric. */
-export type PreviewEvent = 'rendered' | 'cached' | 'busy' | 'unavailable';
 
 export interface PreviewOptions {
   storage: ObjectStorage;

@@ -18,15 +18,15 @@
 import { SIGNATURES, type ImageFormat } from './formats.js';
 import { matches } from './signatures.js';
 
-/** Sniffing tells the images apart; a ZIP or OLE2 container is told apart by documents/container.ts. */
-export type SniffedFormat = ImageFormat;
+/** Sniffing tells the images and PDF apart; a ZIP or OLE2 container is told apart by documents/container.ts. */
+type SniffedFormat = ImageFormat | 'pdf';
 
 export interface Sniffed {
   format: SniffedFormat;
   mimeType: string;
 }
 
-/** Recognised but not accepted (differential or arithmetic-coded lossless JPEG, PDF, JPX, ...). */
+/** Recognised but not accepted (differential or arithmetic-coded lossless JPEG, JPX, ...). */
 export type SniffRefusal = { refused: true; reason: string };
 
 /**

@@ -23,7 +23,7 @@ import { TaskError } from '../errors.js';
 import { sniff } from './sniff.js';
 
 /** Decoded bytes of all the data: images one document (with its nested SVGs) may embed. */
-export const MAX_EMBEDDED_BYTES = 8 * 1024 * 1024;
+const MAX_EMBEDDED_BYTES = 8 * 1024 * 1024;
 /** Pixels of all its embedded raster images together (and never more than the plan's maxPixels). */
 export const MAX_EMBEDDED_PIXELS = 32_000_000;
 /** An SVG data: image may embed SVG images this deep. */

@@ -9,7 +9,7 @@ import { compress } from './compress.js';
 import type { JSONSchema } from 'json-schema-to-ts';
 import type { AnyOperation, FieldError, JsonSchema, Operation } from './types.js';
 
-export const MAX_PIPELINE_STEPS = 10;
+const MAX_PIPELINE_STEPS = 10;
 
 /** The fields a step does not take: the output's, which the pipeline takes once, at its end. */
 const OUTPUT_FIELDS = new Set(['format', 'quality']);

@@ -1,43 +1,19 @@
-import fs from 'node:fs';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import sharp from 'sharp';
-import yazl from 'yazl';
-import { fileSource, identifyPresentation, NotAPresentation, verifyZipExpansion } from '../documents/container.js';
-import { parsePages, runsOf, selectPages } from '../documents/pages.js';
-import { PopplerMissing } from '../documents/pdf.js';
+import { fileSource } from '../bytes/sources.js';
+import { identifyPresentation, NotAPresentation, verifyZipExpansion } from '../documents/container.js';
+import { PAGE_FORMAT_OPTION, PAGE_WIDTH, renderPageImages } from '../documents/page-images.js';
+import { parsePages, selectPages } from '../documents/pages.js';
+import { PopplerMissing } from '../programs/poppler.js';
 import { rewriteSvgParts } from '../documents/svg-parts.js';
 import { TaskError } from '../errors.js';
-import { applyEncoder } from '../imaging/encode.js';
-import { asTaskError } from '../imaging/errors.js';
-import { canonicalFormat, extensionOf, mimeOf, OUTPUT_FORMAT_NAMES, outputFilename } from '../imaging/formats.js';
+import { extensionOf } from '../imaging/formats.js';
 import { checkPixels } from '../imaging/limits.js';
-import type { FieldError, Operation, OperationOutput } from './types.js';
-
-const FORMATS = ['png', 'jpeg', 'webp'] as const;
-type SlideFormat = (typeof FORMATS)[number];
-
-/** Pages one pdftoppm run renders, and how many such runs go at once. */
-const PAGES_PER_CHUNK = 4;
-const RASTER_CONCURRENCY = 2;
-
-export const MIN_WIDTH = 16;
-export const MAX_WIDTH = 8192;
-const DEFAULT_WIDTH = 1920;
+import type { FieldError, Operation } from './types.js';
 
 const optionsSchema = {
   properties: {
-    // With their aliases (`jpg`), which the routes put back as the format's own name before this kind sees them.
-    format: {
-      type: 'string',
-      enum: [
-        ...FORMATS,
-        ...OUTPUT_FORMAT_NAMES.filter((name) => name !== canonicalFormat(name) && (FORMATS as readonly string[]).includes(canonicalFormat(name))),
-      ] as SlideFormat[],
-      description: 'Image format. Default png. `jpg` is taken as jpeg.',
-    },
-    width: { type: 'integer', minimum: MIN_WIDTH, maximum: MAX_WIDTH, description: 'Image width in pixels. Default 1920.' },
+    format: PAGE_FORMAT_OPTION,
+    width: { type: 'integer', minimum: PAGE_WIDTH.min, maximum: PAGE_WIDTH.max, description: 'Image width in pixels. Default 1920.' },
     pages: {
       type: 'string',
       minLength: 1,
@@ -69,7 +45,7 @@ export const presentationToImages: Operation<typeof optionsSchema> = {
       if ('error' in parsed) errors.push({ field: 'pages', message: parsed.error });
     }
     // The slide's aspect is known only once converted; a 16:9 slide must fit the pixel limit.
-    const width = options.width ?? DEFAULT_WIDTH;
+    const width = options.width ?? PAGE_WIDTH.default;
     const height = Math.round((width * 9) / 16);
     if (width * height > limits.maxPixels) {
       errors.push({
@@ -85,7 +61,7 @@ export const presentationToImages: Operation<typeof optionsSchema> = {
     const input = ctx.inputs[0]!;
     const { libreoffice, poppler } = ctx.documents;
     const format = ctx.options.format ?? 'png';
-    const width = ctx.options.width ?? DEFAULT_WIDTH;
+    const width = ctx.options.width ?? PAGE_WIDTH.default;
     const limits = { signal: ctx.signal, deadline: ctx.deadline };
 
     // What the file is, again from its bytes: encryption and the ZIP's real expanded size are
@@ -110,7 +86,7 @@ export const presentationToImages: Operation<typeof optionsSchema> = {
     if (!poppler.available()) throw new PopplerMissing('pdftoppm');
     ctx.progress(5);
 
-    const { pdfPath } = await libreoffice.toPdf(deck, input.file.format, ctx.tmpDir, limits);
+    const { pdfPath } = await libreoffice.toPdf(deck, extensionOf(input.file.format), ctx.tmpDir, limits);
     ctx.progress(50);
     const info = await poppler.info(pdfPath, limits);
     if (info.pages < 1) throw new TaskError('CONVERSION_FAILED', 'LibreOffice produced a PDF without pages');
@@ -119,97 +95,24 @@ export const presentationToImages: Operation<typeof optionsSchema> = {
     const height = Math.max(1, Math.round((width * info.height) / info.width));
     checkPixels({ width, height }, ctx.limits, 'Each slide image');
 
-    // Rasterised a few pages at a time (pdftoppm to uncompressed TIFF, the fastest it writes),
-    // two chunks at once, each encoded and its rasters deleted before the next: the temporary
-    // disk stays bounded for any deck, and both cores work on one conversion.
-    const rasterDir = path.join(ctx.tmpDir, 'raster');
-    const outDir = path.join(ctx.tmpDir, 'slides');
-    await fs.promises.mkdir(outDir, { recursive: true });
-    const digits = String(info.pages).length;
-    const base = input.file.filename;
-    const slides = new Map<number, OperationOutput>();
-    const chunks = evenChunks(selection.pages);
-    let next = 0;
-    const worker = async () => {
-      while (next < chunks.length) {
-        const chunk = chunks[next++]!;
-        const files = await poppler.rasterise(pdfPath, chunk, width, 'tiff', path.join(rasterDir, String(chunk.first)), limits);
-        for (let page = chunk.first; page <= chunk.last; page++) {
-          if (ctx.signal.aborted) throw ctx.signal.reason;
-          const number = String(page).padStart(digits, '0');
-          const target = path.join(outDir, `slide-${number}.${extensionOf(format)}`);
-          const written = await encodeSlide(files.get(page)!, format, target);
-          await fs.promises.rm(files.get(page)!, { force: true });
-          slides.set(page, {
-            path: target,
-            format,
-            mimeType: mimeOf(format),
-            filename: outputFilename(base, format, `-slide-${number}`),
-            ...written,
-          });
-          ctx.progress(50 + Math.round((40 * slides.size) / selection.pages.length));
-        }
-      }
-    };
-    await Promise.all(
-      Array.from({ length: Math.min(RASTER_CONCURRENCY, chunks.length) }, () =>
-        worker().catch((err) => {
-          next = chunks.length; // the other runner stops after its chunk
-          throw err;
-        }),
-      ),
-    );
-    const ordered = selection.pages.map((page) => slides.get(page)!);
-
-    // The ZIP of every image, streamed to a file: images are compressed already, so stored.
-    const zipPath = path.join(ctx.tmpDir, 'slides.zip');
-    const zip = new yazl.ZipFile();
-    // yazl reports a failed read of an added file on the ZipFile, not on its output stream.
-    zip.on('error', (err: Error) => (zip.outputStream as Readable).destroy(err));
-    for (const slide of ordered) zip.addFile(slide.path!, path.basename(slide.path!), { compress: false });
-    zip.end();
-    await pipeline(zip.outputStream, fs.createWriteStream(zipPath));
-    ctx.progress(95);
-
-    const first = ordered[0]!;
+    const { outputs, first } = await renderPageImages({
+      poppler,
+      pdf: pdfPath,
+      pages: selection.pages,
+      pageCount: info.pages,
+      scale: width,
+      format,
+      filename: input.file.filename,
+      noun: 'slide',
+      tmpDir: ctx.tmpDir,
+      limits,
+      progress: (fraction) => ctx.progress(50 + Math.round(45 * fraction)),
+    });
     return {
-      outputs: [
-        { path: zipPath, format: 'zip', mimeType: mimeOf('zip'), filename: outputFilename(base, 'zip', '-slides'), pages: ordered.length },
-        ...ordered,
-      ],
+      outputs,
       bundled: true,
       // `result` describes outputFileId, the ZIP (format, size, pages from it), and the slides.
-      result: { imageFormat: format, width: first.width, height: first.height, pages: ordered.length, slides: selection.pages },
+      result: { imageFormat: format, width: first.width, height: first.height, pages: selection.pages.length, slides: selection.pages },
     };
   },
 };
-
-/**
- * The pages in chunks of at most PAGES_PER_CHUNK, a multiple of RASTER_CONCURRENCY in number and
- * as even as they can be, so the runners finish together (10 pages: 3+3+2+2, where chunks of 4
- * gave 4+4+2 and one runner 6 pages); a chunk spanning a gap in the selection is cut there.
- */
-function evenChunks(pages: number[]): { first: number; last: number }[] {
-  const count = Math.max(1, Math.ceil(pages.length / PAGES_PER_CHUNK / RASTER_CONCURRENCY) * RASTER_CONCURRENCY);
-  const out: { first: number; last: number }[] = [];
-  let start = 0;
-  for (let i = 0; i < count && start < pages.length; i++) {
-    const size = Math.floor(pages.length / count) + (i < pages.length % count ? 1 : 0);
-    if (size === 0) continue;
-    out.push(...runsOf(pages.slice(start, start + size)));
-    start += size;
-  }
-  return out;
-}
-
-/** One rasterised slide in the asked format. PNG: zlib level 6 with adaptive filters (level 9 costs 3× the time for 7% less). */
-async function encodeSlide(raster: string, format: SlideFormat, target: string): Promise<{ width: number; height: number }> {
-  try {
-    const image = sharp(raster).removeAlpha();
-    const encoder = format === 'png' ? image.png({ compressionLevel: 6, adaptiveFiltering: true }) : applyEncoder(image, { format });
-    const written = await encoder.toFile(target);
-    return { width: written.width, height: written.height };
-  } catch (err) {
-    throw asTaskError(err);
-  }
-}

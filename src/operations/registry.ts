@@ -5,6 +5,7 @@ import { crop } from './crop.js';
 import { flip } from './flip.js';
 import { imageToPdf } from './image-to-pdf.js';
 import { pipelineOf } from './pipeline.js';
+import { pdfToImages } from './pdf-to-images.js';
 import { presentationToImages } from './presentation-to-images.js';
 import { redact } from './redact.js';
 import { resize } from './resize.js';
@@ -13,7 +14,20 @@ import type { AnyOperation } from './types.js';
 import { upscale } from './upscale.js';
 import { watermark } from './watermark.js';
 
-const KINDS: readonly AnyOperation[] = [compress, resize, crop, convert, rotate, flip, watermark, upscale, redact, imageToPdf, presentationToImages];
+const KINDS: readonly AnyOperation[] = [
+  compress,
+  resize,
+  crop,
+  convert,
+  rotate,
+  flip,
+  watermark,
+  upscale,
+  redact,
+  imageToPdf,
+  presentationToImages,
+  pdfToImages,
+];
 
 /** Every kind, and the pipeline of the image transforms among them (those with a step). */
 export const OPERATIONS: readonly AnyOperation[] = [...KINDS, pipelineOf(KINDS.filter((op) => op.step))];

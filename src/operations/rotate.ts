@@ -12,7 +12,7 @@ const optionsSchema = {
 } as const;
 
 /** The bounding box of a `width`×`height` image turned by `angle` degrees. */
-export function rotatedSize(source: { width: number; height: number }, angle: number) {
+function rotatedSize(source: { width: number; height: number }, angle: number) {
   const radians = (((angle % 360) + 360) % 360) * (Math.PI / 180);
   const cos = Math.abs(Math.cos(radians));
   const sin = Math.abs(Math.sin(radians));

@@ -4,7 +4,7 @@ import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import type { PlanLimits } from '../accounts/plans.js';
 import type { Config } from '../config.js';
 import type { TaskLane } from '../db/schema.js';
-import type { DocumentTools } from '../documents/tools.js';
+import type { DocumentTools } from '../programs/tools.js';
 import type { FileRecord } from '../files/files.js';
 import type { InputKind } from '../files/kinds.js';
 import type { Transform } from '../imaging/pipeline.js';
@@ -16,7 +16,7 @@ export type JsonSchema = Record<string, unknown>;
  * A kind's options besides its input(s): JSON Schema properties, written `as const` so that
  * `OptionsOf` can read the TypeScript type from them (the schema is the only definition).
  */
-export interface OptionsSchema {
+interface OptionsSchema {
   readonly properties: { readonly [name: string]: JSONSchema };
   readonly required?: readonly string[];
 }
@@ -100,7 +100,7 @@ export interface StepEnv {
  * single job is a pipeline of one step. The image it takes and returns is libvips' (sharp), with
  * its size; `outputSize` and `capsOutputSide` of the operation say what size it makes.
  */
-export interface ImageStep<O> {
+interface ImageStep<O> {
   /** The transform over an upright image (or one frame of it, when `perFrame`). */
   transform(options: O, env: StepEnv): Transform;
   /** Applied to each frame of an animation on its own (rotation, a vertical flip, overlays). */

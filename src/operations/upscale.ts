@@ -22,7 +22,7 @@ const optionsSchema = {
 
 type UpscaleOptions = OptionsOf<typeof optionsSchema>;
 
-export function upscaledSize(options: UpscaleOptions, source: { width: number; height: number }) {
+function upscaledSize(options: UpscaleOptions, source: { width: number; height: number }) {
   if (options.factor) return { width: source.width * options.factor, height: source.height * options.factor };
   const scale = options.width ? options.width / source.width : options.height! / source.height;
   return { width: Math.max(1, Math.round(source.width * scale)), height: Math.max(1, Math.round(source.height * scale)) };

@@ -11,7 +11,7 @@ import type { FieldError, Operation, OptionsOf } from './types.js';
 const POSITIONS = ['top-left', 'top', 'top-right', 'left', 'center', 'right', 'bottom-left', 'bottom', 'bottom-right', 'tile'] as const;
 
 /** Fonts from Debian packages the setup installs, so text renders the same on every machine. */
-export const WATERMARK_FONTS: Record<string, string> = {
+const WATERMARK_FONTS: Record<string, string> = {
   'DejaVu Sans': '/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf',
   'DejaVu Sans Bold': '/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf',
   'DejaVu Serif': '/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf',

@@ -26,7 +26,7 @@ import { schemaState } from '../db/migrations.js';
 import type { ObjectStorage } from '../storage/storage.js';
 import { copyObject, eachLimited, hashObject, OpsError, referencedObjects, type ObjectEntry } from './objects.js';
 
-export interface CopyEnd {
+interface CopyEnd {
   database: Database;
   storage: ObjectStorage;
 }

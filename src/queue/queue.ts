@@ -6,9 +6,16 @@ import type { Database, Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type TaskLane, type TasksTable } from '../db/schema.js';
 import { lockAccount, refundTask } from '../accounts/quota.js';
 import type { QueueEvents } from './events.js';
-import { recordTasksEnded } from '../tasks/ended.js';
 
 export type TaskRow = Selectable<TasksTable>;
+
+/**
+ * Called inside the transaction that ends `taskIds` (tasks of `accountId` that have just
+ * completed or failed): the tasks module queues their webhook events there, so an event is
+ * committed with the end it reports. Passed in, as `recordOutputs` is, so that the queue knows
+ * nothing of tasks' views or webhooks.
+ */
+export type TasksEnded = (tx: Tx, accountId: string, taskIds: readonly string[], now: number) => Promise<void>;
 
 export interface TaskFailure {
   code: string;
@@ -61,6 +68,7 @@ export class TaskQueue {
     private readonly database: Database,
     private readonly clock: Clock,
     readonly events: QueueEvents,
+    private readonly tasksEnded: TasksEnded,
   ) {}
 
   /**
@@ -184,7 +192,7 @@ export class TaskQueue {
         })
         .where('id', '=', task.id)
         .execute();
-      await recordTasksEnded(this.database, tx, task.account_id, [task.id], now);
+      await this.tasksEnded(tx, task.account_id, [task.id], now);
       return 'completed' as const;
     });
     if (outcome !== 'lost') this.events.finished(task.id);
@@ -255,7 +263,7 @@ export class TaskQueue {
       .execute();
     if (refund) await refundTask(tx, accountId, createdAt);
     // Its webhook events, in the transaction that fails it.
-    await recordTasksEnded(this.database, tx, accountId, [taskId], now);
+    await this.tasksEnded(tx, accountId, [taskId], now);
   }
 
   /**

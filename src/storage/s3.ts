@@ -25,7 +25,7 @@ const QUEUE_SIZE = 2;
 /** S3's longest presigned URL. */
 const MAX_PRESIGN_SECONDS = 7 * 86_400;
 /** S3's largest single PUT, and so the largest direct upload and the largest CopyObject. */
-export const S3_MAX_SINGLE_PUT_BYTES = 5 * 1024 ** 3;
+const S3_MAX_SINGLE_PUT_BYTES = 5 * 1024 ** 3;
 
 class ByteCounter extends Transform {
   bytes = 0;

@@ -22,7 +22,7 @@ export const MAX_ATTEMPTS = 3;
 
 export { taskToApi };
 
-export interface Submitter {
+interface Submitter {
   accountId: string;
   limits: PlanLimits;
 }

@@ -100,7 +100,7 @@ export function isForbiddenAddress(address: string): boolean {
 }
 
 /** The URL's host as an address or a name (IPv6 brackets removed). */
-export const hostOf = (url: URL): string => url.hostname.replace(/^\[(.*)\]$/, '$1');
+const hostOf = (url: URL): string => url.hostname.replace(/^\[(.*)\]$/, '$1');
 
 /**
  * Reads and checks the form of a URL this service will fetch or post to: absolute http(s), no
@@ -201,7 +201,7 @@ type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | dns.
  * A `lookup` for net/http that resolves as usual and refuses when any address is forbidden: the
  * connection is then made only to the addresses checked here.
  */
-export function safeLookup(hostname: string, options: dns.LookupOptions, callback: LookupCallback): void {
+function safeLookup(hostname: string, options: dns.LookupOptions, callback: LookupCallback): void {
   dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
     if (err) return callback(err, []);
     const forbidden = addresses.find((a) => isForbiddenAddress(a.address));

@@ -8,7 +8,7 @@ import https from 'node:https';
 import { ForbiddenAddressError, publicOnly } from './address.js';
 
 /** Bytes of a receiver's answer read (and kept in the log): enough for an error message. */
-export const RESPONSE_BODY_CAP = 4096;
+const RESPONSE_BODY_CAP = 4096;
 /** Characters of it kept in the deliveries log. */
 const LOGGED_BODY_CHARS = 1024;
 

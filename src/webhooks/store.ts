@@ -18,27 +18,27 @@ export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
 
 /** The events an endpoint can subscribe to. */
 export const WEBHOOK_EVENTS = ['task.completed', 'task.failed', 'task.canceled', 'batch.completed'] as const;
-export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
+type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
 /** What POST /api/webhooks/{id}/test sends: no task or batch, and no receiver should act on it. */
 export const TEST_EVENT = 'webhook.test';
 
 /** Endpoints one account may have: enough for every environment of a service, few enough to stay cheap per task. */
 export const MAX_WEBHOOKS_PER_ACCOUNT = 10;
 /** How long a delivery is retried. */
-export const RETRY_WINDOW_MS = 24 * 3600_000;
+const RETRY_WINDOW_MS = 24 * 3600_000;
 /** The waits after the 1st, 2nd, … failed attempt; after the last, every RETRY_EVERY_MS. */
-export const RETRY_DELAYS_MS = [10_000, 60_000, 5 * 60_000, 30 * 60_000, 2 * 3600_000];
+const RETRY_DELAYS_MS = [10_000, 60_000, 5 * 60_000, 30 * 60_000, 2 * 3600_000];
 const RETRY_EVERY_MS = 4 * 3600_000;
 /** Finished deliveries are listed (and kept) this long. */
-export const DELIVERY_RETENTION_MS = 30 * 24 * 3600_000;
+const DELIVERY_RETENTION_MS = 30 * 24 * 3600_000;
 /** Attempts kept in a delivery's log (24 hours of the schedule above make about a dozen). */
 const ATTEMPT_LOG_LIMIT = 30;
 
 /** What the log says of an attempt whose worker died before recording its outcome. */
-export const LOST_ATTEMPT = 'no outcome recorded: the worker stopped during the attempt (the receiver may have had the event)';
+const LOST_ATTEMPT = 'no outcome recorded: the worker stopped during the attempt (the receiver may have had the event)';
 
 /** The wait after `attempts` failed attempts. */
-export const retryDelayMs = (attempts: number): number => RETRY_DELAYS_MS[attempts - 1] ?? RETRY_EVERY_MS;
+const retryDelayMs = (attempts: number): number => RETRY_DELAYS_MS[attempts - 1] ?? RETRY_EVERY_MS;
 
 export function webhookToApi(row: WebhookRow) {
   return {
@@ -58,7 +58,7 @@ export interface AttemptRecord {
   responseBody?: string;
 }
 
-export function deliveryToApi(row: DeliveryRow) {
+function deliveryToApi(row: DeliveryRow) {
   const log = JSON.parse(row.attempt_log) as AttemptRecord[];
   return {
     deliveryId: row.id,
@@ -385,14 +385,4 @@ export async function pruneDeliveries(database: Database, now: number): Promise<
     .where('status', 'in', ['delivered', 'failed'])
     .where('created_at', '<', now - DELIVERY_RETENTION_MS)
     .execute();
-}
-
-/** Deliveries waiting or being sent (metrics). */
-export async function pendingDeliveries(database: Database): Promise<number> {
-  const row = await database.db
-    .selectFrom('webhook_deliveries')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('status', 'in', ['pending', 'delivering'])
-    .executeTakeFirstOrThrow();
-  return Number(row.n);
 }

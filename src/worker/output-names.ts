@@ -23,7 +23,7 @@ function size(options: Options): string | undefined {
 const joined = (kind: string, detail: string | undefined) => (detail ? `${kind}-${detail}` : kind);
 
 /** The tag of one step of `kind` with `options`, or undefined for kinds that keep their name. */
-export function operationTag(kind: string, options: Options): string | undefined {
+function operationTag(kind: string, options: Options): string | undefined {
   switch (kind) {
     case 'resize':
       return joined('resize', size(options));

@@ -10,7 +10,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
-import type { DocumentTools } from '../documents/tools.js';
+import type { DocumentTools } from '../programs/tools.js';
 import { isStorageFull, TaskError } from '../errors.js';
 import { findAccountById } from '../accounts/accounts.js';
 import { limitsOf, type PlanLimits, type PlanTable } from '../accounts/plans.js';

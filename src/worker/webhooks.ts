@@ -13,7 +13,7 @@ import { claimDeliveries, recordAttempt, releaseDelivery, type ClaimedDelivery }
 import { Pool, Released } from './pool.js';
 
 /** A receiver has this long to answer (API.md). */
-export const DELIVERY_TIMEOUT_MS = 10_000;
+const DELIVERY_TIMEOUT_MS = 10_000;
 
 export interface DelivererDeps {
   config: Config;

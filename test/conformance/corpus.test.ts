@@ -13,7 +13,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { DEFAULT_PLANS } from '../../src/accounts/plans.js';
-import { bufferReader, isSequenceHead, readSequenceHeader } from '../../src/imaging/avif-sequence.js';
+import { bufferReader, isSequenceHead, readSequenceHeader } from '../../src/bytes/avif-sequence.js';
 import { CORPUS, Client, startServer, type TestServer } from '../helpers.js';
 
 interface Entry {

@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { after, before, describe, it } from 'node:test';
-import { fileSource, identifyPresentation, MAX_EXPANDED_BYTES, NotAPresentation, verifyZipExpansion } from '../../src/documents/container.js';
+import { fileSource } from '../../src/bytes/sources.js';
+import { identifyPresentation, MAX_EXPANDED_BYTES, NotAPresentation, verifyZipExpansion } from '../../src/documents/container.js';
 import { parsePages, selectPages } from '../../src/documents/pages.js';
 import { corpusFile, tempDir } from '../helpers.js';
 

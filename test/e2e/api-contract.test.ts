@@ -540,11 +540,9 @@ for (const dialect of DIALECTS) {
         fileId = (await client.uploadData(TINY_PNG)).fileId;
       });
 
-      it('refuses a text file (415) and a PDF (415)', async () => {
+      it('refuses a text file (415)', async () => {
         const text = await client.upload(Buffer.from('hello, world\nthis is not an image\n'), 'notes.jpg');
         expectError(text, 415, 'UNSUPPORTED_MEDIA_TYPE');
-        const pdf = await client.upload(Buffer.from('%PDF-1.7\n%\xe2\xe3\n1 0 obj\n<<>>\nendobj\n', 'latin1'), 'scan.pdf');
-        expectError(pdf, 415, 'UNSUPPORTED_MEDIA_TYPE');
       });
 
       it('refuses an empty file and malformed multipart with 400 VALIDATION_ERROR', async () => {

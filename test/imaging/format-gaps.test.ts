@@ -160,7 +160,7 @@ describe('AVIF: the primary item', () => {
     assert.ok(stats.channels[3]!.min < 255, 'some pixel is not opaque');
   });
 
-  it('an image sequence (brand avis) is its frames, which ffmpeg decodes (test/imaging/avif-sequence.test.ts)', async () => {
+  it('an image sequence (brand avis) is its frames, which ffmpeg decodes (test/bytes/avif-sequence.test.ts)', async () => {
     const anim = corpusFile('images/crabbyavif/anim.avif');
     const info = await inspect(anim, 'avif', LIMITS);
     assert.deepEqual([info.width, info.height, info.frames], [120, 120, 150]);

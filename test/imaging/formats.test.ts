@@ -9,9 +9,9 @@ import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { FORMATS_DOC, withFormatTable } from '../../scripts/format-docs.js';
 import { decodeRaw, readHeader } from '../../src/imaging/decoders/raw.js';
-import { Sandbox } from '../../src/documents/sandbox.js';
+import { Sandbox } from '../../src/programs/sandbox.js';
 import { encode } from '../../src/imaging/encode.js';
-import { Ffmpeg } from '../../src/imaging/ffmpeg.js';
+import { Ffmpeg } from '../../src/programs/ffmpeg.js';
 import {
   canBeLossless,
   canHoldAlpha,
@@ -97,7 +97,7 @@ describe('format table: the encoders', () => {
         );
         const animation = sharp(frames, { join: { animated: true } });
         if (format === 'avif') {
-          // Animated AVIF is written by ffmpeg (src/imaging/ffmpeg.ts), an AV1 image sequence.
+          // Animated AVIF is written by ffmpeg (src/programs/ffmpeg.ts), an AV1 image sequence.
           const { data, info } = await animation.ensureAlpha().raw().toBuffer({ resolveWithObject: true });
           const ffmpeg = new Ffmpeg({ command: 'ffmpeg', timeoutMs: 60_000, sandbox: new Sandbox({ mode: 'auto', command: 'bwrap', hidden: [] }) });
           const frames = { data, width: info.width, height: info.pageHeight!, frames: 3 };
@@ -180,7 +180,8 @@ for (const dialect of DIALECTS) {
       assert.ok(kindsWithFormat.length >= 8, 'every image kind takes `format`');
       for (const [name, schema] of kindsWithFormat) {
         const formats: string[] = schema.properties.format.enum;
-        if (name === 'PresentationToImagesOptions')
+        // The document kinds write their pages in a few of the output formats.
+        if (name === 'PresentationToImagesOptions' || name === 'PdfToImagesOptions')
           assert.ok(
             formats.every((f) => OUTPUT_FORMAT_NAMES.includes(f)),
             name,

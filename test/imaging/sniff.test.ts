@@ -173,7 +173,7 @@ describe('sniff: unit cases', () => {
     }
   });
 
-  it('JPEG 2000: a JP2 file (or a JPX compatible with it) and a raw codestream are jp2; JPX alone and PDF are refused', () => {
+  it('JPEG 2000: a JP2 file (or a JPX compatible with it) and a raw codestream are jp2; JPX alone is refused; PDF is pdf', () => {
     const jp2 = (major: string, ...compatible: string[]) =>
       Buffer.concat([
         Buffer.from([0x00, 0x00, 0x00, 0x0c, 0x6a, 0x50, 0x20, 0x20, 0x0d, 0x0a, 0x87, 0x0a]),
@@ -184,7 +184,7 @@ describe('sniff: unit cases', () => {
     assert.deepEqual(sniff(jp2('jpx ', 'jpx ', 'jp2 ')), { format: 'jp2', mimeType: 'image/jp2' });
     assert.ok(isRefusal(sniff(jp2('jpx ', 'jpx '))));
     assert.deepEqual(sniff(Buffer.from([0xff, 0x4f, 0xff, 0x51, 0, 0x2f])), { format: 'jp2', mimeType: 'image/j2c' });
-    assert.deepEqual(sniff(text('%PDF-1.7\n%\xe2\xe3\n')), { refused: true, reason: 'PDF input is not supported' });
+    assert.deepEqual(sniff(text('%PDF-1.7\n%\xe2\xe3\n')), { format: 'pdf', mimeType: 'application/pdf' });
   });
 
   it('ISO-BMFF brands: avif beats heif brands, mif1-only is image/heif, mp4 is unknown', () => {

@@ -15,6 +15,7 @@ import assert from 'node:assert/strict';
 import zlib from 'node:zlib';
 import sharp from 'sharp';
 import { BLUE, pixelsNear, pptxWithPictures, SLIDE_EMU, svgNaming, zipEntries } from '../documents/attack-decks.js';
+import { encryptedPdf, photoPdf, simplePdf } from '../documents/pdf-fixtures.js';
 import { DIALECTS } from '../helpers.js';
 import {
   bitFlipped,
@@ -53,6 +54,10 @@ const JXL: HostileInput = {
 };
 /** A JPEG XL codestream whose SizeHeader declares 20 000 × 20 000 and holds nothing after it. */
 const JXL_BOMB: HostileInput = { label: 'a JPEG XL declaring 20000×20000', filename: 'declares.jxl', bytes: () => jxlDeclaring(20_000, 20_000) };
+// The corpus holds no PDF: image-to-pdf's own output of corpus photos, and PDFs written object
+// by object, each broken one way (test/documents/pdf-fixtures.ts).
+const PDF: HostileInput = { label: 'a PDF of three photos (image-to-pdf)', filename: 'photos.pdf', bytes: () => photoPdf() };
+const PDF_ENCRYPTED: HostileInput = { label: 'a password-protected PDF', filename: 'locked.pdf', bytes: () => encryptedPdf() };
 
 /** Every image job, with options that make it do real work. */
 const IMAGE_JOBS = [
@@ -225,6 +230,41 @@ const CASES: HostileRow[] = [
       assert.deepEqual([meta.width, meta.height], [64, 64]);
     },
   },
+  // PDFs (pdf-to-images, previews): poppler in the converter sandbox; the page count and the
+  // selected pages' sizes are checked against the plan before anything is rendered.
+  { input: PDF_ENCRYPTED, job: { kind: 'pdf-to-images' }, expect: fails('DOCUMENT_ENCRYPTED'), everyDialect: true },
+  { input: PDF_ENCRYPTED, preview: { width: 64 }, expect: previewAnswers([415], 'a PDF that needs a password has no first page to show') },
+  { input: truncated(PDF, 0.3), job: { kind: 'pdf-to-images' }, expect: INVALID, everyDialect: true },
+  { input: truncated(PDF, 0.3), preview: { width: 64 }, expect: previewAnswers([415], 'poppler cannot read a PDF cut before its pages') },
+  {
+    name: 'a PDF of 1 001 pages → pdf-to-images: more than maxFrames, refused before rendering',
+    input: { label: 'a PDF of 1 001 pages', filename: 'many.pdf', bytes: () => simplePdf({ pages: 1001, mediaBox: [72, 72] }) },
+    job: { kind: 'pdf-to-images', options: { width: 16 } },
+    expect: fails('IMAGE_TOO_LARGE'),
+  },
+  {
+    name: 'a PDF whose page tree claims 10 000 000 pages → pdf-to-images',
+    input: { label: 'a PDF claiming 10 000 000 pages', filename: 'liar.pdf', bytes: () => simplePdf({ pages: 1, count: 10_000_000 }) },
+    job: { kind: 'pdf-to-images' },
+    expect: INVALID,
+  },
+  {
+    name: 'a PDF page of 3 × 14 400 pt → pdf-to-images at 1920 px wide: 9 216 000 px tall, refused before rendering',
+    input: { label: 'a PDF page of 3 × 14 400 pt', filename: 'tall.pdf', bytes: () => simplePdf({ mediaBox: [3, 14_400] }) },
+    job: { kind: 'pdf-to-images' },
+    expect: fails('IMAGE_TOO_LARGE'),
+  },
+  {
+    name: 'a PDF page of 14 400 pt square → pdf-to-images at 1200 dpi, refused before rendering; its preview is fitted',
+    input: { label: 'a PDF page of 14 400 pt square', filename: 'field.pdf', bytes: () => simplePdf({ mediaBox: [14_400, 14_400] }) },
+    job: { kind: 'pdf-to-images', options: { dpi: 1200 } },
+    expect: fails('IMAGE_TOO_LARGE'),
+  },
+  {
+    input: { label: 'a PDF page of 14 400 pt square', filename: 'field.pdf', bytes: () => simplePdf({ mediaBox: [14_400, 14_400] }) },
+    preview: { width: 64 },
+    expect: previewAnswers([200], 'the first page, rendered at the preview box'),
+  },
   { input: truncated(PPTX, 0.3), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE'), everyDialect: true },
   { input: truncated(PPTX, 0.6), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE') },
   { input: truncated(PPTX, 0.9), expect: uploadRefused(415, 'UNSUPPORTED_MEDIA_TYPE') },
@@ -232,7 +272,7 @@ const CASES: HostileRow[] = [
   { input: bitFlipped(PPTX), job: { kind: 'presentation-to-images' }, expect: fails('CONVERSION_FAILED'), everyDialect: true },
   // A picture covering the whole slide, an SVG part drawing the victim's stored file (by file://
   // URL, path and relative path) over its own blue. The converter sandbox cannot see the file and
-  // the SVG re-writer drops the references (test/documents/sandbox.test.ts tests each alone).
+  // the SVG re-writer drops the references (test/programs/sandbox.test.ts tests each alone).
   {
     name: "a PPTX whose SVG picture names another account's stored file → presentation-to-images draws none of it",
     input: {

@@ -43,7 +43,7 @@ function findRoute(path: string) {
 }
 
 /** The dashboard's 404: an unknown address inside the dashboard, with the ways back. */
-export function NotFoundPage({ path, signedIn }: { path: string; signedIn: boolean }) {
+function NotFoundPage({ path, signedIn }: { path: string; signedIn: boolean }) {
   useEffect(() => {
     document.title = 'Page not found · imgapi';
   }, []);

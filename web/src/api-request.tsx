@@ -59,7 +59,7 @@ export function ApiRequestPanel({ call, heading = 'API request' }: { call: JobCa
 }
 
 /** The call behind a task, from its stored input and options. */
-export function taskCall(task: ApiTask, origin = location.origin): JobCall {
+function taskCall(task: ApiTask, origin = location.origin): JobCall {
   const input: Record<string, unknown> = task.input.fileIds ? { fileIds: task.input.fileIds } : { fileId: task.input.fileId };
   const format = task.result?.format;
   return {

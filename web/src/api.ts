@@ -143,7 +143,7 @@ async function toError(response: Response): Promise<ApiError> {
   );
 }
 
-export async function request<T>(method: string, url: string, options: RequestOptions = {}): Promise<T> {
+async function request<T>(method: string, url: string, options: RequestOptions = {}): Promise<T> {
   const response = await send(method, url, options);
   if (!response.ok) throw await toError(response);
   if (response.status === 204) return undefined as T;
@@ -168,7 +168,7 @@ export async function fetchBlob(url: string, signal?: AbortSignal): Promise<Blob
 
 // Types of what the API answers --------------------------------------------------------------
 
-export type Plan = 'free' | 'pro' | 'max';
+type Plan = 'free' | 'pro' | 'max';
 
 export interface SessionInfo {
   authenticated: boolean;
@@ -184,7 +184,7 @@ export interface SessionInfo {
 export type ApiFile = components['schemas']['FileMetadata'];
 export type ApiTask = components['schemas']['Task'];
 
-export interface Counter {
+interface Counter {
   used: number;
   limit: number;
   resetsAt?: string;

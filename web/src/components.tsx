@@ -32,7 +32,7 @@ export function useAsync<T>(load: (signal: AbortSignal) => Promise<T>, deps: unk
 }
 
 /** The request never reached the server (offline, server down): not the server's answer. */
-export function isOffline(error: unknown): boolean {
+function isOffline(error: unknown): boolean {
   if (error instanceof ApiError) return error.status === 0 && error.code === 'NETWORK_ERROR';
   // fetch() rejects with a TypeError when no answer came (Chromium "Failed to fetch", Firefox
   // "NetworkError…", Safari "Load failed"); other TypeErrors are bugs, shown as they are.

@@ -6,7 +6,8 @@ import { fileTooLarge, safeFilename } from '../../files/identify.js';
 import { recordUpload, storeUpload } from '../../files/upload.js';
 import { IMAGE_FORMATS, MEDIA_TYPES } from '../../imaging/formats.js';
 import { PREVIEW_MEDIA_TYPES, Previews } from '../../imaging/preview.js';
-import { previewFfmpeg, previewPoppler } from '../../documents/preview.js';
+import { pdfPageCounter } from '../../documents/pdf.js';
+import { previewFfmpeg, previewPoppler } from '../../programs/preview.js';
 import type { Services } from '../../services.js';
 import { withIdempotency } from '../../db/idempotency.js';
 import { fingerprint, readIdempotencyKey } from '../idempotency.js';
@@ -22,9 +23,11 @@ const MULTIPART_OVERHEAD_BYTES = 1024 * 1024;
 
 export function fileRoutes(app: FastifyInstance, services: Services): void {
   const { database, storage, clock } = services;
+  const poppler = previewPoppler(services.config, services.sandbox);
+  const pdfPages = pdfPageCounter(poppler);
   const previews = new Previews({
     storage,
-    poppler: previewPoppler(services.config, services.sandbox),
+    poppler,
     ffmpeg: previewFfmpeg(services.config, services.sandbox),
     concurrency: services.config.previewConcurrency,
     queueLength: services.config.previewQueue,
@@ -85,7 +88,7 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
               ],
             });
           }
-          upload = await storeUpload(storage, part.file, part.filename, request.limits);
+          upload = await storeUpload(storage, part.file, part.filename, request.limits, pdfPages);
         }
         // The parts can end with the connection (a client gone before its closing boundary):
         // only a body that arrived whole is an upload.
@@ -303,14 +306,14 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
  * `attachment` with an ASCII fallback and the UTF-8 name in filename* (RFC 6266). The name is
  * cleaned again here, so a row stored before names were cleaned as they are now is safe too.
  */
-export function contentDisposition(filename: string, format: string): string {
+function contentDisposition(filename: string, format: string): string {
   const name = safeFilename(filename, format);
   const ascii = name.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
   return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
 }
 
 /** One byte range (RFC 9110); several ranges or a malformed header are ignored (full body). */
-export function parseRange(header: string | undefined, size: number): { start: number; end: number } | 'unsatisfiable' | null {
+function parseRange(header: string | undefined, size: number): { start: number; end: number } | 'unsatisfiable' | null {
   if (!header) return null;
   const match = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
   if (!match || (match[1] === '' && match[2] === '')) return null;

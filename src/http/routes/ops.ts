@@ -1,7 +1,7 @@
 // Operations endpoints: liveness, readiness (database, storage, converters), Prometheus metrics.
 import type { FastifyInstance } from 'fastify';
-import { findExecutable } from '../../documents/processes.js';
-import type { Sandbox } from '../../documents/sandbox.js';
+import { findExecutable } from '../../programs/processes.js';
+import type { Sandbox } from '../../programs/sandbox.js';
 import type { Services } from '../../services.js';
 import { NO_SECURITY, bytes, publicResponses, type Success } from '../openapi.js';
 import { COMPONENT_SCHEMAS, ref } from '../schemas.js';
@@ -94,7 +94,7 @@ async function readiness(services: Services): Promise<Record<string, Check>> {
     ),
     poppler: converterCheck(
       [services.config.pdftoppmCommand, services.config.pdfinfoCommand],
-      'presentation-to-images and PDF previews are unavailable until poppler-utils is installed',
+      'presentation-to-images, pdf-to-images and PDF previews are unavailable until poppler-utils is installed',
     ),
     ffmpeg: converterCheck(
       [services.config.ffmpegCommand],
@@ -123,7 +123,7 @@ async function sandboxCheck(sandbox: Sandbox): Promise<Check> {
   if (status.confined) return { ok: true, required: false };
   const consequence =
     sandbox.mode === 'required'
-      ? 'presentation-to-images, PDF previews and animated AVIF fail until it can (CONVERTER_SANDBOX=required)'
+      ? 'presentation-to-images, pdf-to-images, PDF previews and animated AVIF fail until it can (CONVERTER_SANDBOX=required)'
       : 'LibreOffice, poppler and ffmpeg run unconfined and can read any file this process can';
   return { ok: false, required: false, detail: `${status.reason}: ${consequence}` };
 }

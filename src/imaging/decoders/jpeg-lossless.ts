@@ -41,7 +41,7 @@ interface Frame {
 }
 
 /** The frame header (SOFn), walking the segments before it; undefined when there is none. */
-export function jpegFrame(b: Buffer): Frame | undefined {
+function jpegFrame(b: Buffer): Frame | undefined {
   if (b.length < 4 || b[0] !== 0xff || b[1] !== 0xd8) return undefined;
   let i = 2;
   while (i + 4 <= b.length) {

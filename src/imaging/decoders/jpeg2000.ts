@@ -85,7 +85,7 @@ const isCodestream = (input: Buffer): boolean =>
   input.length >= 4 && input[0] === 0xff && input[1] === 0x4f && input[2] === 0xff && input[3] === 0x51;
 
 /** The codestream of a JP2 file (its jp2c box), or the input itself when it is a raw codestream. */
-export function codestreamOf(input: Buffer): Buffer {
+function codestreamOf(input: Buffer): Buffer {
   if (isCodestream(input)) return input;
   const jp2c = boxes(input, 0, input.length).find((box) => box.type === 'jp2c');
   if (!jp2c) throw new TaskError('INVALID_IMAGE', 'The JPEG 2000 file has no codestream');
@@ -100,7 +100,7 @@ const SYCC = 18;
  * a JPEG's; enumerated sRGB or greyscale, taken as they are. sYCC samples would need converting
  * and are UNSUPPORTED_FORMAT. A raw codestream has no colour box.
  */
-export function jp2Colour(input: Buffer): { icc?: Buffer } {
+function jp2Colour(input: Buffer): { icc?: Buffer } {
   if (isCodestream(input)) return {};
   const jp2h = boxes(input, 0, input.length).find((box) => box.type === 'jp2h');
   const colr = jp2h && boxes(jp2h.body, 0, jp2h.body.length).find((box) => box.type === 'colr');

@@ -7,7 +7,7 @@
 // profile and EXIF exactly as a JPEG's.
 import zlib from 'node:zlib';
 import sharp, { type Sharp } from 'sharp';
-import { pngChunk } from '../png-chunk.js';
+import { pngChunk } from '../../bytes/png-chunk.js';
 import type { RawImage } from './pixels.js';
 
 /** Decoded pixels as sharp is handed them: as they are, or as a PNG made of them. */

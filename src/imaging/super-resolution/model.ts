@@ -8,10 +8,10 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
-export const MODEL_PACKAGE = '@upscalerjs/esrgan-slim';
+const MODEL_PACKAGE = '@upscalerjs/esrgan-slim';
 
 /** The network's scales this service uses, smallest first. */
-export const MODEL_SCALES = [2, 3, 4] as const;
+const MODEL_SCALES = [2, 3, 4] as const;
 export type ModelScale = (typeof MODEL_SCALES)[number];
 
 /**
@@ -38,7 +38,7 @@ export interface ModelFiles {
 const require = createRequire(import.meta.url);
 
 /** The installed package's directory (its `exports` do not list package.json: found from its entry). */
-export function modelPackageDir(): string {
+function modelPackageDir(): string {
   // Spelled out (not MODEL_PACKAGE) so that the dependency check sees the package used.
   let dir = path.dirname(require.resolve('@upscalerjs/esrgan-slim'));
   for (;;) {

@@ -22,7 +22,7 @@ function limitValue(name: string, value: number | boolean): string {
   return (LIMIT_FORMAT[name] ?? count)(value);
 }
 
-export function TasksChart({ days }: { days: Day[] }) {
+function TasksChart({ days }: { days: Day[] }) {
   const width = 720;
   const height = 180;
   const pad = { top: 12, right: 8, bottom: 28, left: 40 };

@@ -845,7 +845,7 @@ export function PlaygroundPage() {
             onDragLeave={() => setDragging(false)}
             onDrop={onDrop}
           >
-            <p>Drop images{op?.accepts === 'presentation' ? ' or presentations' : ''} here</p>
+            <p>Drop {op?.accepts === 'pdf' ? 'PDFs' : op?.accepts === 'presentation' ? 'images or presentations' : 'images'} here</p>
             <p className="muted small">
               or{' '}
               <button type="button" className="link" onClick={() => fileInput.current?.click()}>

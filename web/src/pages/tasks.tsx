@@ -119,7 +119,7 @@ export function TasksPage() {
 }
 
 /** Follows a task until it finishes: long-polls, calling `onUpdate` with each state. */
-export async function followTask(taskId: string, onUpdate: (task: ApiTask) => void, signal: AbortSignal): Promise<ApiTask> {
+async function followTask(taskId: string, onUpdate: (task: ApiTask) => void, signal: AbortSignal): Promise<ApiTask> {
   let task = await api.get<ApiTask>(`/api/tasks/${encodeURIComponent(taskId)}`, { signal });
   onUpdate(task);
   while (!isFinished(task.status) && !signal.aborted) {

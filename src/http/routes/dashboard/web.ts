@@ -23,7 +23,7 @@ function builtPages(dir: string): string[] | undefined {
   return undefined;
 }
 
-export const DASHBOARD_CSP = [
+const DASHBOARD_CSP = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",

@@ -14,14 +14,14 @@ import zlib from 'node:zlib';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import sharp from 'sharp';
-import { LibreOffice } from '../../src/documents/libreoffice.js';
-import { Poppler } from '../../src/documents/pdf.js';
-import { findExecutable } from '../../src/documents/processes.js';
-import { Sandbox, SandboxUnavailable } from '../../src/documents/sandbox.js';
+import { LibreOffice } from '../../src/programs/libreoffice.js';
+import { Poppler } from '../../src/programs/poppler.js';
+import { findExecutable } from '../../src/programs/processes.js';
+import { Sandbox, SandboxUnavailable } from '../../src/programs/sandbox.js';
 import { TaskError } from '../../src/errors.js';
 import { uploadKey } from '../../src/storage/storage.js';
 import { Client, DIALECTS, sleep, startServer, tempDir, type TestServer } from '../helpers.js';
-import { BLUE, odpLinkingTo, pixelsNear, pptxWithPictures, referencesTo, SLIDE_EMU, svgNaming, type Colour } from './attack-decks.js';
+import { BLUE, odpLinkingTo, pixelsNear, pptxWithPictures, referencesTo, SLIDE_EMU, svgNaming, type Colour } from '../documents/attack-decks.js';
 
 /** The victim's colour: nothing the attack decks draw comes near it. */
 const VICTIM: Colour = { r: 224, g: 0, b: 224 };

@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { TaskError } from '../../src/errors.js';
-import { LibreOffice } from '../../src/documents/libreoffice.js';
-import { Sandbox } from '../../src/documents/sandbox.js';
+import { LibreOffice } from '../../src/programs/libreoffice.js';
+import { Sandbox } from '../../src/programs/sandbox.js';
 import { Client, corpusFile, sleep, startServer, tempDir, type TestServer } from '../helpers.js';
 
 /** An executable shell script standing in for soffice. */

@@ -11,7 +11,7 @@
 // else as often as the duration holds the edit; an edit list without the flag plays once; a
 // track without an edit list has an unknown repetition, which players (and libavif's callers)
 // loop forever.
-import type { ByteReader } from '../documents/cfb.js';
+import type { ByteReader } from './cfb.js';
 
 export interface SequenceHeader {
   width: number;
@@ -204,7 +204,7 @@ function loopOf(track: Track): number {
 }
 
 /** The sequence's header from its movie box (`moov`); `fileSize` bounds where its samples may lie. */
-export function parseMovie(moov: Buffer, fileSize: number): SequenceHeader {
+function parseMovie(moov: Buffer, fileSize: number): SequenceHeader {
   const tracks = [...boxes(moov, 0, moov.length)].filter((box) => box.type === 'trak').map((trak, index) => readTrack(moov, trak, index));
   const colour = tracks.find((track) => track.codec === 'av01' && track.auxFor.length === 0);
   if (!colour) throw new SequenceError('the sequence has no AV1 colour track');

@@ -1,6 +1,6 @@
-// ffmpeg for AVIF image sequences (avif-sequence.ts reads their headers): libdav1d decodes their
+// ffmpeg for AVIF image sequences (bytes/avif-sequence.ts reads their headers): libdav1d decodes their
 // frames to raw RGBA, libaom-av1 writes an animation as one. Run as LibreOffice and poppler are
-// (src/documents/): no shell, in the converter sandbox seeing only its input (read-only) and its
+// (beside them in src/programs/): no shell, in the converter sandbox seeing only its input (read-only) and its
 // own work directory, its whole process group killed at the timeout or on cancel, its output
 // bounded — the decoded frames by `-fs` and a byte count checked against the header, which the
 // plan's limits were checked against before ffmpeg starts.
@@ -14,12 +14,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
-import { findExecutable, lastLines, ProgramMissing, type RunResult } from '../documents/processes.js';
-import { SandboxUnavailable, type Access, type Sandbox } from '../documents/sandbox.js';
+import { findExecutable, lastLines, ProgramMissing, type RunResult } from './processes.js';
+import { SandboxUnavailable, type Access, type Sandbox } from './sandbox.js';
 import { TaskError } from '../errors.js';
 import { ownedTempPrefix } from '../temp-files.js';
-import { pngChunk } from './png-chunk.js';
-import { bufferReader, readSequenceHeader, retimeSequence, SequenceError, type SequenceHeader } from './avif-sequence.js';
+import { pngChunk } from '../bytes/png-chunk.js';
+import { bufferReader, readSequenceHeader, retimeSequence, SequenceError, type SequenceHeader } from '../bytes/avif-sequence.js';
 
 export interface FfmpegOptions {
   /** A name on PATH or a path. */

@@ -1,9 +1,9 @@
-// Previews of PDF files (image-to-pdf outputs): pdftoppm renders the first page fitted into the
+// Previews of PDF files (uploads and image-to-pdf outputs): pdftoppm renders the first page fitted into the
 // box; src/imaging/preview.ts encodes, caches and bounds it like any other preview. And the
 // ffmpeg of AVIF image sequences' previews, run as the jobs run it.
 import { AppError, TaskError } from '../errors.js';
-import { Ffmpeg } from '../imaging/ffmpeg.js';
-import { Poppler, PopplerMissing } from './pdf.js';
+import { Ffmpeg } from './ffmpeg.js';
+import { Poppler, PopplerMissing } from './poppler.js';
 import { SandboxUnavailable, type Sandbox } from './sandbox.js';
 
 /** A preview render may take this long before it is killed. */

@@ -1,9 +1,9 @@
 // The document tools one process holds: the LibreOffice supervisor (its pool is per process),
 // the poppler runners and ffmpeg (animated AVIF), configured from the environment, all in the process's sandbox.
 import type { Config } from '../config.js';
-import { Ffmpeg } from '../imaging/ffmpeg.js';
+import { Ffmpeg } from './ffmpeg.js';
 import { LibreOffice, type ConversionEvent } from './libreoffice.js';
-import { Poppler } from './pdf.js';
+import { Poppler } from './poppler.js';
 import type { Sandbox } from './sandbox.js';
 
 export interface DocumentTools {

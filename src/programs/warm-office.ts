@@ -24,7 +24,7 @@ export const PYTHON = '/usr/bin/python3';
 const FOREVER_MS = 2_147_483_647;
 
 /** The converter program; written next to the instances and shown read-only to each. */
-export const CONVERTER_PY = String.raw`# imgapi's warm LibreOffice: see src/documents/warm-office.ts.
+export const CONVERTER_PY = String.raw`# imgapi's warm LibreOffice: see src/programs/warm-office.ts.
 import json, os, signal, subprocess, sys, time
 import uno
 from com.sun.star.beans import PropertyValue

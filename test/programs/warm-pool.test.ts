@@ -9,8 +9,8 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { TaskError } from '../../src/errors.js';
-import { LibreOffice, type ConversionEvent } from '../../src/documents/libreoffice.js';
-import { Sandbox } from '../../src/documents/sandbox.js';
+import { LibreOffice, type ConversionEvent } from '../../src/programs/libreoffice.js';
+import { Sandbox } from '../../src/programs/sandbox.js';
 import { corpusFile, sleep, tempDir } from '../helpers.js';
 
 const DECK = corpusFile('presentations/poi/SampleShow.pptx');

@@ -20,7 +20,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { TaskError } from '../errors.js';
-import { extensionOf } from '../imaging/formats.js';
 import { findExecutable, lastLines, ProgramMissing, runProcess, type RunResult } from './processes.js';
 import type { Sandbox } from './sandbox.js';
 import { CONVERTER_PY, PYTHON, WarmOffice, type Outcome } from './warm-office.js';
@@ -102,7 +101,7 @@ const REGISTRY = `<?xml version="1.0" encoding="UTF-8"?>
 `;
 
 /** Writes a fresh LibreOffice profile (user installation) into `dir`. */
-export async function writeProfile(dir: string): Promise<void> {
+async function writeProfile(dir: string): Promise<void> {
   await fs.promises.mkdir(path.join(dir, 'user'), { recursive: true });
   await fs.promises.writeFile(path.join(dir, 'user', 'registrymodifications.xcu'), REGISTRY);
 }
@@ -160,13 +159,14 @@ export class LibreOffice {
   }
 
   /**
-   * Converts the presentation at `input` (stored as `format`) to PDF under `workDir`.
+   * Converts the presentation at `input` to PDF under `workDir`; `extension` is its format's file
+   * name extension, which LibreOffice's type detection reads.
    * Fails with TaskError: CONVERSION_TIMEOUT, CONVERSION_FAILED (transient when soffice
    * crashed); rejects with the signal's reason when `signal` aborts.
    */
   async toPdf(
     input: string,
-    format: string,
+    extension: string,
     workDir: string,
     { signal, deadline }: { signal?: AbortSignal; deadline?: number } = {},
   ): Promise<Conversion> {
@@ -181,7 +181,7 @@ export class LibreOffice {
     if (await this.warm().catch(() => false)) {
       let event: ConversionEvent = { outcome: 'failed', waitMs, runMs: 0 };
       try {
-        const done = await this.convertWarm(input, format, workDir, timeoutMs, signal);
+        const done = await this.convertWarm(input, extension, workDir, timeoutMs, signal);
         event = { ...event, ...done.event };
         return { pdfPath: this.settle(done.outcome, event, done.pdfPath, timeoutMs, signal), waitMs, runMs: event.runMs };
       } finally {
@@ -199,7 +199,7 @@ export class LibreOffice {
       await fs.promises.mkdir(outDir);
       await fs.promises.mkdir(path.join(dir, 'tmp'));
       // A copy under the name LibreOffice's type detection expects (the format's extension), in a directory of its own.
-      const source = path.join(dir, `input.${extensionOf(format)}`);
+      const source = path.join(dir, `input.${extension}`);
       await fs.promises.copyFile(input, source, fs.constants.COPYFILE_FICLONE);
       run = await this.options.sandbox
         .run(
@@ -276,7 +276,7 @@ export class LibreOffice {
    */
   private async convertWarm(
     input: string,
-    format: string,
+    extension: string,
     workDir: string,
     timeoutMs: number,
     signal: AbortSignal | undefined,
@@ -302,7 +302,7 @@ export class LibreOffice {
     let outcome: Outcome = { kind: 'failed', error: '' };
     let pdfPath: string | undefined;
     try {
-      const source = path.join(office.jobDir, `input.${extensionOf(format)}`);
+      const source = path.join(office.jobDir, `input.${extension}`);
       const output = path.join(office.jobDir, 'input.pdf');
       await fs.promises.copyFile(input, source, fs.constants.COPYFILE_FICLONE);
       outcome = await office.convert(source, output, 'impress_pdf_Export', deadline - Date.now(), signal);

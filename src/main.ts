@@ -82,6 +82,7 @@ async function main(argv: string[]): Promise<number> {
     case 'upload':
     case 'task':
     case 'download':
+    case 'info':
     case 'webhooks':
     case 'url': {
       // The client talks to a running service over HTTP: none of the server's configuration.

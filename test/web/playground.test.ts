@@ -368,4 +368,30 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     assert.match((await panel.locator('pre').textContent())!, /--step rotate:angle=90 --step resize:width=200/);
     assert.deepEqual(pageErrors, [], 'no uncaught errors in the pages');
   });
+
+  it('adjust, trim and extend come from the registry as forms, and run', async () => {
+    const jpegId = await client.uploadOk(JPEG);
+    const runKind = async (kind: string, fill: Record<string, string>, size: RegExp) => {
+      await page.goto(`${server.url}/playground?fileId=${jpegId}&kind=${kind}`);
+      await page.locator('[data-testid=picked-files] li[data-state=uploaded]').waitFor();
+      await page.getByTestId('kind').selectOption(kind);
+      for (const [name, value] of Object.entries(fill)) await page.locator(`#option-${name}`).fill(value);
+      await page.getByTestId('run').click();
+      await waitCompleted();
+      assert.match((await page.getByTestId('result-meta').textContent())!, size, kind);
+    };
+    // The form checks the schema's ranges before sending, as for every kind.
+    await page.goto(`${server.url}/playground?fileId=${jpegId}&kind=adjust`);
+    await page.locator('[data-testid=picked-files] li[data-state=uploaded]').waitFor();
+    await page.getByTestId('kind').selectOption('adjust');
+    const before = processCalls.length;
+    await page.locator('#option-blur').fill('1000');
+    await page.getByTestId('run').click();
+    await page.getByTestId('problem-blur').waitFor();
+    assert.equal(processCalls.length, before, 'nothing sent with blur out of range');
+    await runKind('adjust', { brightness: '1.3', tint: '#ff8800' }, /320×240/);
+    await runKind('trim', { threshold: '20' }, /\d+×\d+/);
+    await runKind('extend', { all: '10' }, /340×260/);
+    assert.deepEqual(pageErrors, [], 'no uncaught errors in the pages');
+  });
 });

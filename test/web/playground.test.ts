@@ -160,6 +160,9 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     const answer = page.getByTestId('test-key-answer');
     await answer.getByText('HTTP 200').waitFor();
     assert.match((await answer.textContent())!, /"plan": "pro"/);
+    // The list is read again after the test: the key's "Last used" shows the call just made.
+    const row = page.locator('tr', { hasText: 'laptop' });
+    await row.getByText(/just now|\d+ s/).waitFor();
     await shootBoth('keys-new-key');
   });
 
@@ -392,6 +395,15 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     await runKind('adjust', { brightness: '1.3', tint: '#ff8800' }, /320×240/);
     await runKind('trim', { threshold: '20' }, /\d+×\d+/);
     await runKind('extend', { all: '10' }, /340×260/);
+
+    // Issue #27: the plan's limits in words a person uses, with their units.
+    await page.goto(`${server.url}/`);
+    const limits = page.getByTestId('limits');
+    await limits.waitFor();
+    const rows = await limits.locator('tr').evaluateAll((trs) => trs.map((tr) => tr.textContent));
+    assert.ok(rows.includes('Retention1 day'), rows.join(' | '));
+    assert.ok(rows.includes('Largest file100 MiB'), rows.join(' | '));
+    assert.ok(!rows.some((text) => /seconds|bytes/i.test(text ?? '')), `no raw key names: ${rows.join(' | ')}`);
     assert.deepEqual(pageErrors, [], 'no uncaught errors in the pages');
   });
 });

@@ -17,6 +17,26 @@ const LIMIT_FORMAT: Record<string, (v: number) => string> = {
   retentionSeconds: seconds,
 };
 
+/** What each limit is called on this page: what it means to a person, not its key in GET /api/account. */
+const LIMIT_LABELS: Record<string, string> = {
+  apiAccess: 'API access',
+  monthlyTasks: 'Tasks per month',
+  dailyBatchFiles: 'Batch files per day',
+  batchSize: 'Files per batch',
+  storageBytes: 'Storage',
+  retentionSeconds: 'Retention',
+  priority: 'Queue priority',
+  maxFileBytes: 'Largest file',
+  maxPixels: 'Pixels per frame',
+  maxFrames: 'Frames per animation',
+  maxAiUpscalePixels: 'AI upscale input pixels',
+  maxTotalPixels: 'Pixels of all frames',
+  requestsPerSecond: 'Requests per second',
+  monthlyRenders: 'Delivery renders per month',
+  origins: 'Origins',
+  maxQueuedTasks: 'Tasks queued at once',
+};
+
 function limitValue(name: string, value: number | boolean): string {
   if (typeof value === 'boolean') return value ? 'yes' : 'no';
   return (LIMIT_FORMAT[name] ?? count)(value);
@@ -109,7 +129,7 @@ export function OverviewPage() {
               <tbody>
                 {Object.entries(a.limits).map(([name, value]) => (
                   <tr key={name}>
-                    <th scope="row">{label(name)}</th>
+                    <th scope="row">{LIMIT_LABELS[name] ?? label(name)}</th>
                     <td>{limitValue(name, value)}</td>
                   </tr>
                 ))}

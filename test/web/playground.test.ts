@@ -372,7 +372,7 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     assert.deepEqual(pageErrors, [], 'no uncaught errors in the pages');
   });
 
-  it('adjust, trim and extend come from the registry as forms, and run', async () => {
+  it('adjust, trim and extend come from the registry as forms, and run; auto compress and limits say what they mean', async () => {
     const jpegId = await client.uploadOk(JPEG);
     const runKind = async (kind: string, fill: Record<string, string>, size: RegExp) => {
       await page.goto(`${server.url}/playground?fileId=${jpegId}&kind=${kind}`);
@@ -395,6 +395,9 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     await runKind('adjust', { brightness: '1.3', tint: '#ff8800' }, /320×240/);
     await runKind('trim', { threshold: '20' }, /\d+×\d+/);
     await runKind('extend', { all: '10' }, /340×260/);
+
+    // Issue #27: an "auto" compress says the quality it chose and the SSIM it kept.
+    await runKind('compress', { quality: 'auto' }, /(quality \d+ chosen|lossless), SSIM (0\.\d+|1)\b/);
 
     // Issue #27: the plan's limits in words a person uses, with their units.
     await page.goto(`${server.url}/`);

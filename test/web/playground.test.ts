@@ -407,6 +407,18 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     assert.ok(rows.includes('Retention1 day'), rows.join(' | '));
     assert.ok(rows.includes('Largest file100 MiB'), rows.join(' | '));
     assert.ok(!rows.some((text) => /seconds|bytes/i.test(text ?? '')), `no raw key names: ${rows.join(' | ')}`);
+
+    // Issue #27: the tasks chart is readable on a 390 px phone: its labels keep a readable size.
+    const desktop = page.viewportSize();
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      const tick = page.getByTestId('tasks-chart').locator('text.tick').first();
+      await tick.waitFor();
+      const box = await tick.evaluate((el) => el.getBoundingClientRect().height);
+      assert.ok(box >= 10, `chart labels are ${box.toFixed(1)} px tall at 390 px`);
+    } finally {
+      if (desktop) await page.setViewportSize(desktop);
+    }
     assert.deepEqual(pageErrors, [], 'no uncaught errors in the pages');
   });
 });

@@ -1,5 +1,6 @@
 // Usage: the plan and its limits, this month's tasks, today's batch files, storage, and tasks
 // per day for the last 30 days (GET /api/account and /api/account/usage, with the session).
+import { useEffect, useState } from 'react';
 import { api, type AccountInfo } from '../api';
 import { ErrorBox, PageTitle, UsageBar, useAsync } from '../components';
 import { bytes, count, label, resetTime, seconds } from '../format';
@@ -42,8 +43,22 @@ function limitValue(name: string, value: number | boolean): string {
   return (LIMIT_FORMAT[name] ?? count)(value);
 }
 
+/** Whether the window is phone-narrow, kept up to date as it changes. */
+function useNarrow(query = '(max-width: 600px)'): boolean {
+  const [narrow, setNarrow] = useState(() => window.matchMedia(query).matches);
+  useEffect(() => {
+    const media = window.matchMedia(query);
+    const update = () => setNarrow(media.matches);
+    media.addEventListener('change', update);
+    return () => media.removeEventListener('change', update);
+  }, [query]);
+  return narrow;
+}
+
 export function TasksChart({ days }: { days: Day[] }) {
-  const width = 720;
+  // The SVG scales to its card: drawn 720 wide, a phone would shrink its labels to 5 px. On a
+  // narrow screen it is drawn about as wide as it is shown, so its text stays at its own size.
+  const width = useNarrow() ? 340 : 720;
   const height = 180;
   const pad = { top: 12, right: 8, bottom: 28, left: 40 };
   const max = Math.max(1, ...days.map((d) => d.tasks));

@@ -3,16 +3,18 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Kysely } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
 import type { PlanLimits } from '../accounts/plans.js';
-import type { DB } from '../db/schema.js';
+import type { DB, FilesTable } from '../db/schema.js';
 import { AppError, TaskError } from '../errors.js';
 import { IMAGE_FORMATS } from '../imaging/formats.js';
 import { imageInfo, type ImageInfo } from '../imaging/info.js';
 import type { Previews } from '../imaging/preview.js';
 import { inspect } from '../imaging/source.js';
 import { ownedTempPrefix } from '../temp-files.js';
-import type { FileRecord } from './files.js';
+
+/** A files row (files.ts imports this module, so not its FileRecord). */
+type FileRecord = Selectable<FilesTable>;
 
 /** The side of the preview rendition the pixel facts are read from (the dashboard's thumbnail: often made already). */
 const INFO_COPY_SIDE = 320;

@@ -27,7 +27,7 @@ export interface ImageInfo {
 }
 
 /** Colours in the palette, at most. */
-export const PALETTE_SIZE = 8;
+const PALETTE_SIZE = 8;
 /** Sides of the copies the hashes read: BlurHash's and the palette's (small is enough), ThumbHash's (at most 100), pHash's. */
 const BLURHASH_SIDE = 32;
 const PALETTE_SIDE = 64;

@@ -35,7 +35,7 @@ export type BatchOptions<K extends BatchKind> = DistributiveOmit<RequestJson<pat
 
 /**
  * One step of a pipeline: `{kind, ...that kind's options}` for each transform the server's
- * pipeline takes (resize, crop, rotate, flip, watermark, upscale), without `format`/`quality`.
+ * pipeline takes (resize, crop, rotate, flip, watermark, upscale, adjust, trim, extend), without `format`/`quality`.
  */
 export type PipelineStep = JobOptions<'pipeline'>['steps'][number];
 /** What a pipeline's one encode takes at its end: `format`, `quality`, `targetSize`, `lossless`, `keepMetadata`. */

@@ -41,6 +41,7 @@ import { jxlScenario } from './scenarios/jxl.js';
 import { presentationBench } from './presentation.js';
 import { presignScenario } from './presign.js';
 import { previewScenario } from './preview.js';
+import { infoScenario } from './info.js';
 
 /** Wraps a scenario that reports named text values (no baseline of its own). */
 function textScenario(name: string, title: string, run: () => Promise<{ name: string; value: string }[]>): Scenario {
@@ -70,6 +71,7 @@ const scenarios: Scenario[] = [
   textScenario('preview', '16 parallel previews of a 256 MP PNG: API RSS growth, time, answers (503 past the preview queue)', () =>
     previewScenario(),
   ),
+  textScenario('info', 'GET /api/files/{id}/info on a 12 MP JPEG, first ask (target ≤ 150 ms)', infoScenario),
   soakScenario,
   aiUpscale,
   aiQuality,

@@ -13,6 +13,7 @@ import {
   type Account,
   type ApiFile,
   type Batch,
+  type FileInfo,
   type BatchKind,
   type BatchOptions,
   type JobOptions,
@@ -293,6 +294,15 @@ export abstract class ImgapiBase<Source, Destination> {
   /** DELETE /api/tasks/{id}: the task, now `canceled` (a finished one is answered as it is). */
   cancel(taskId: string, options: RequestOptions = {}): Promise<Task> {
     return this.json<Task>('DELETE', `/api/tasks/${encodeURIComponent(taskId)}`, undefined, options);
+  }
+
+  /**
+   * GET /api/files/{id}/info: format, upright size, frames, alpha, colour space, orientation, EXIF,
+   * GPS, palette, dominant colour, BlurHash, ThumbHash and a 64-bit perceptual hash (computed
+   * once by the server and kept). Documents fail with `INFO_UNAVAILABLE`.
+   */
+  info(fileId: string, options: RequestOptions = {}): Promise<FileInfo> {
+    return this.json<FileInfo>('GET', `/api/files/${encodeURIComponent(fileId)}/info`, undefined, options);
   }
 
   account(options: RequestOptions = {}): Promise<Account> {

@@ -120,6 +120,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/files/{fileId}/info": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An image's info: size, EXIF, GPS, palette, placeholders, perceptual hash
+         * @description Format, upright size, frames, alpha, colour space and orientation from the header; the EXIF tags and GPS position; a palette of up to 8 colours (most frequent first) and the dominant one; BlurHash and ThumbHash placeholders; and a 64-bit perceptual hash to find near-duplicates (count the differing bits). Computed on first ask from a small copy of the image (within the plan's pixel limits, on libvips' threads) and kept until the file goes: asking again is a read. Documents (PDFs, presentations, ZIPs) and images past the pixel limits or that cannot be decoded: 415 INFO_UNAVAILABLE. While every preview slot is busy: 503 SERVICE_UNAVAILABLE with `Retry-After`.
+         */
+        get: operations["getFileInfo"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/files": {
         parameters: {
             query?: never;
@@ -597,6 +617,138 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/process/adjust": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Adjust colours, tones and detail
+         * @description Applies, in this order, each adjustment given (at least one): `brightness` and `saturation` (multipliers 0–10, 1 leaves it), `hue` (degrees, turned around the colour wheel), `contrast` (−1–1, 0 leaves it), `gamma` (1–3, brightens the mid-tones), `grayscale`, `tint` (a CSS colour whose chroma the image takes), `blur` (Gaussian, sigma 0.3–100 px), `sharpen` (sigma 0.3–10 px), `pixelate` (square blocks of 2–256 px), `normalize` (stretch the lightness to the full range) and `negate` (invert the colours; alpha is kept). The size does not change. Animations are adjusted frame by frame. Colours are worked in 8-bit sRGB.
+         *
+         *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
+         */
+        post: operations["processAdjust"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/process/batch/adjust": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Adjust colours, tones and detail — batch
+         * @description One adjust task per file, with shared options. All or nothing: one unknown file or bad option queues nothing.
+         *
+         *     Answers 202 with the tasks and `Location: /api/batches/{batchId}`.
+         */
+        post: operations["batchAdjust"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/process/trim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cut away a uniform border
+         * @description Cuts away the border of one colour — the top-left pixel’s, or `background` — where pixels differ from it by at most `threshold` (0–255, default 10); transparent borders are cut too. An image that is all border is returned whole. `result.trimmed` says whether anything was cut, and `result.offsetLeft`, `result.offsetTop` where the kept area was in the (upright) input. An animation is cut by one box that holds the content of every frame.
+         *
+         *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
+         */
+        post: operations["processTrim"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/process/batch/trim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cut away a uniform border — batch
+         * @description One trim task per file, with shared options. All or nothing: one unknown file or bad option queues nothing.
+         *
+         *     Answers 202 with the tasks and `Location: /api/batches/{batchId}`.
+         */
+        post: operations["batchTrim"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/process/extend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a border around an image
+         * @description Adds `top`, `right`, `bottom` and `left` pixels around the upright image (`all` for every side not given on its own), filled with `background` (default transparent where the output format has alpha, else white). The new size is checked against the plan’s pixel limits when the task is queued. Animations are extended frame by frame.
+         *
+         *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
+         */
+        post: operations["processExtend"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/process/batch/extend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a border around an image — batch
+         * @description One extend task per file, with shared options. All or nothing: one unknown file or bad option queues nothing.
+         *
+         *     Answers 202 with the tasks and `Location: /api/batches/{batchId}`.
+         */
+        post: operations["batchExtend"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/process/image-to-pdf": {
         parameters: {
             query?: never;
@@ -641,6 +793,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/process/pdf-to-images": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * PDF pages to images
+         * @description Renders pages of a PDF as images `width` pixels wide (default 1920; the height follows the page) or at `dpi`, in `format` png (default), jpeg or webp. `pages` selects pages, e.g. "1-3,5"; images come in page order. The completed task lists the images in `outputFileIds`, and `outputFileId` is a ZIP of them all. `result` describes the ZIP — `format` "zip", `size`, `pages` (the number of images) — and the pages: `imageFormat`, the first image's `width` and `height`, `pageNumbers`. More pages than the plan's `maxFrames`, or a page past `maxPixels` at the asked size, fail IMAGE_TOO_LARGE before anything is rendered. Fails with DOCUMENT_ENCRYPTED (a password is needed to open it), INVALID_IMAGE (a PDF poppler cannot read) or INVALID_OPTIONS (`pages` past the end).
+         *
+         *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
+         */
+        post: operations["processPdfToImages"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/process/pipeline": {
         parameters: {
             query?: never;
@@ -652,7 +826,7 @@ export interface paths {
         put?: never;
         /**
          * Run several transforms in one task
-         * @description Applies 1–10 `steps` in order — `resize`, `crop`, `rotate`, `flip`, `watermark`, `upscale`, `redact`, each with the options of its kind (but `format` and `quality`) — to one decode of the input, and encodes once at the end with the trailing `format`, `quality`, `targetSize`, `lossless` and `keepMetadata` (as compress takes them). One task, charged once. Each step is validated by its kind's schema; errors name the step (`steps[1].width`). The plan's limits apply to every intermediate result; a size the options decide is checked when the task is queued. Animations and EXIF orientation are handled as by a single job. `result` adds `inputSize` and `savedBytes`, as compress reports them.
+         * @description Applies 1–10 `steps` in order — `resize`, `crop`, `rotate`, `flip`, `watermark`, `upscale`, `redact`, `adjust`, `trim`, `extend`, each with the options of its kind (but `format` and `quality`) — to one decode of the input, and encodes once at the end with the trailing `format`, `quality`, `targetSize`, `lossless` and `keepMetadata` (as compress takes them). One task, charged once. Each step is validated by its kind's schema; errors name the step (`steps[1].width`). The plan's limits apply to every intermediate result; a size the options decide is checked when the task is queued. Animations and EXIF orientation are handled as by a single job. `result` adds `inputSize` and `savedBytes`, as compress reports them.
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -1245,6 +1419,76 @@ export interface components {
             nextCursor: string | null;
         };
         /**
+         * @description What a client needs to show, place or deduplicate an image, computed once per file and kept while the file lives. Sizes are of the upright image (EXIF orientation applied); the colours and hashes are of its first frame.
+         * @example {
+         *       "format": "jpeg",
+         *       "width": 4000,
+         *       "height": 3000,
+         *       "pages": 1,
+         *       "hasAlpha": false,
+         *       "colorSpace": "srgb",
+         *       "orientation": 6,
+         *       "exif": {
+         *         "Make": "Canon",
+         *         "Model": "Canon EOS 5D Mark III",
+         *         "DateTimeOriginal": "2016-07-02T07:34:02.000Z",
+         *         "FNumber": 1.2,
+         *         "ISO": 100
+         *       },
+         *       "gps": {
+         *         "latitude": 50.0614,
+         *         "longitude": 19.9366
+         *       },
+         *       "palette": [
+         *         "#2d3a1f",
+         *         "#8fa5c2",
+         *         "#d9d2c0",
+         *         "#5b4a36"
+         *       ],
+         *       "dominant": "#2d3a1f",
+         *       "blurhash": "LEHV6nWB2yk8pyo0adR*.7kCMdnj",
+         *       "thumbhash": "3OcRJYB4d3h/iIeHeEh3eIhw+j2w",
+         *       "phash": "c3a59c1e0f3b7186"
+         *     }
+         */
+        FileInfo: {
+            /** @description The format sniffed at upload (`jpeg`, `png`, `webp`, `avif`, `heic`, …). */
+            format: string;
+            /** @description Width of the upright image (one frame), in pixels. */
+            width: number;
+            /** @description Height of the upright image (one frame), in pixels. */
+            height: number;
+            /** @description Frames of an animation (1 for a still image). */
+            pages: number;
+            /** @description Whether the image has an alpha channel. */
+            hasAlpha: boolean;
+            /** @description libvips' name of the stored colour space: `srgb`, `cmyk`, `b-w`, `rgb16`, … */
+            colorSpace: string;
+            /** @description The EXIF orientation tag as stored (1 when absent); width and height are already upright. */
+            orientation: number;
+            /** @description Named EXIF tags (IFD0, Exif and GPS IFDs) with plain values: text, numbers, short number lists, dates as ISO 8601. Thumbnails, maker notes and binary fields are left out. null when the file has none. */
+            exif: {
+                [key: string]: unknown;
+            } | null;
+            /** @description Where the photo was taken, from its EXIF GPS tags; null when it has none. */
+            gps: {
+                /** @description Decimal degrees, north positive. */
+                latitude: number;
+                /** @description Decimal degrees, east positive. */
+                longitude: number;
+            } | null;
+            /** @description Up to 8 colours, most frequent first (transparent pixels are not counted). */
+            palette: string[];
+            /** @description The most frequent colour: the first of `palette`. */
+            dominant: string;
+            /** @description A BlurHash (4 × 3 components) to paint a placeholder while the image loads. */
+            blurhash: string;
+            /** @description A ThumbHash, base64: a placeholder that keeps the aspect ratio and alpha. */
+            thumbhash: string;
+            /** @description A 64-bit perceptual hash (DCT of a 32 × 32 grey copy), 16 hex digits. Compare two by the number of differing bits: a resized or recompressed copy differs in a few (≤ 10), unrelated photos in about 32. */
+            phash: string;
+        };
+        /**
          * @example {
          *       "uploadId": "upl_2b1x0cJ4o3c2Q4m8y7GkZ8pD",
          *       "url": "https://imgapi.example.net/uploads/upl_2b1x0cJ4o3c2Q4m8y7GkZ8pD?expires=1777887900&size=412345678&signature=k8Vh3Qp0Zr6Tn2Lw9Xc4Bm7Jd1Fs5Gy3Ha8Ue0Pi2Ko",
@@ -1304,7 +1548,7 @@ export interface components {
             };
         };
         /**
-         * @description The output `outputFileId` names: its format, size and dimensions, `pages` for the frames or pages it holds; kinds that change the size add `inputSize` and `savedBytes`. For presentation-to-images it describes the ZIP (`format` "zip", its `size`, `pages` = images) and adds `imageFormat`, `width` and `height` of the slide images and `slides` (the slide numbers rendered).
+         * @description The output `outputFileId` names: its format, size and dimensions, `pages` for the frames or pages it holds; kinds that change the size add `inputSize` and `savedBytes`. For presentation-to-images it describes the ZIP (`format` "zip", its `size`, `pages` = images) and adds `imageFormat`, `width` and `height` of the slide images and `slides` (the slide numbers rendered); pdf-to-images likewise, with `pageNumbers` (the page numbers rendered).
          * @example {
          *       "format": "webp",
          *       "size": 391220,
@@ -1330,12 +1574,20 @@ export interface components {
             /** @description compress with quality "auto": SSIM of the output to the input (1 when the output is lossless or the input itself). */
             ssim?: number;
             /**
-             * @description presentation-to-images: the slide images' format.
+             * @description presentation-to-images, pdf-to-images: the images' format.
              * @enum {string}
              */
             imageFormat?: "png" | "jpeg" | "webp";
             /** @description presentation-to-images: the slide numbers rendered, in order. */
             slides?: number[];
+            /** @description pdf-to-images: the page numbers rendered, in order. */
+            pageNumbers?: number[];
+            /** @description trim: whether a border was cut (false when the image is all border and came back whole). */
+            trimmed?: boolean;
+            /** @description trim: where the kept area starts in the upright input, from its left edge, in pixels. */
+            offsetLeft?: number;
+            /** @description trim: where the kept area starts in the upright input, from its top edge, in pixels. */
+            offsetTop?: number;
         } & {
             [key: string]: unknown;
         };
@@ -1375,7 +1627,7 @@ export interface components {
              * @description The job kind.
              * @enum {string}
              */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "redact" | "image-to-pdf" | "presentation-to-images" | "pipeline";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "redact" | "adjust" | "trim" | "extend" | "image-to-pdf" | "presentation-to-images" | "pdf-to-images" | "pipeline";
             /**
              * @description `queued` → `processing` → `completed` | `failed`; `queued`/`processing` → `canceled`. A task waiting to be retried is `queued` again.
              * @enum {string}
@@ -1394,9 +1646,9 @@ export interface components {
             options: {
                 [key: string]: unknown;
             };
-            /** @description When completed: the output (for presentation-to-images, a ZIP of the slides). */
+            /** @description When completed: the output (for presentation-to-images and pdf-to-images, a ZIP of the images). */
             outputFileId?: string;
-            /** @description presentation-to-images: one image per slide, in order. */
+            /** @description presentation-to-images, pdf-to-images: one image per slide or page, in order. */
             outputFileIds?: string[];
             result?: components["schemas"]["TaskResult"];
             error?: components["schemas"]["TaskError"];
@@ -1473,7 +1725,7 @@ export interface components {
             /** @enum {string} */
             status: "queued" | "failed";
             /** @enum {string} */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "redact" | "image-to-pdf" | "presentation-to-images" | "pipeline";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "redact" | "adjust" | "trim" | "extend" | "image-to-pdf" | "presentation-to-images" | "pdf-to-images" | "pipeline";
             /**
              * Format: date-time
              * @description When it was queued.
@@ -1503,7 +1755,7 @@ export interface components {
             /** @description Follow it with GET /api/batches/{batchId} (the Location header). */
             batchId: string;
             /** @enum {string} */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "redact" | "pipeline";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "redact" | "adjust" | "trim" | "extend" | "pipeline";
             /** @description One task per file, in the order of `fileIds`. */
             tasks: {
                 /** @description The task. */
@@ -1587,7 +1839,7 @@ export interface components {
             /** @description The batch's id. */
             batchId: string;
             /** @enum {string} */
-            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "redact" | "pipeline";
+            type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "redact" | "adjust" | "trim" | "extend" | "pipeline";
             /**
              * @description From its tasks: `queued` while every task is queued; `processing` while any is queued or processing and at least one has been taken by a worker (or finished); once every task has finished: `completed` when all completed, `failed` when all failed, `canceled` when all were canceled, `partial` for any other mix. The last four are final.
              * @enum {string}
@@ -2968,10 +3220,10 @@ export interface components {
             /** @description How strongly, 1–100 (default 50): the pixelation cell or the blur radius as a share of the region (at 50, a face is 8 cells across). No effect on fill. */
             strength?: number;
             /**
-             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
              * @enum {string}
              */
-            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff";
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "jxl" | "jpg" | "tif";
             /** @description Encoder quality, 1–100; a fraction is rounded (for PNG and GIF: the palette's size and fidelity). */
             quality?: number;
         };
@@ -3040,6 +3292,278 @@ export interface components {
             /** @description One task per file, in order (at most the plan's batchSize). */
             fileIds: string[];
         } & components["schemas"]["RedactOptions"];
+        /**
+         * @description The options of adjust.
+         * @example {
+         *       "brightness": 1.1,
+         *       "saturation": 1.2,
+         *       "contrast": 0.1
+         *     }
+         */
+        AdjustOptions: {
+            /** @description Brightness multiplier, 0–10 (1 leaves it, 0 is black). */
+            brightness?: number;
+            /** @description Saturation multiplier, 0–10 (1 leaves it, 0 is grey). */
+            saturation?: number;
+            /** @description Hue rotation in degrees: any number (turned modulo 360, rounded to a whole degree). */
+            hue?: number;
+            /** @description Contrast, −1–1: 0 leaves it, 1 doubles the distance of every value from mid-grey, −1 makes the image flat mid-grey. */
+            contrast?: number;
+            /** @description Gamma, 1–3: each value v (0–1) becomes v^(1/gamma), brightening the mid-tones (1 leaves it). */
+            gamma?: number;
+            /** @description Turn to shades of grey. */
+            grayscale?: boolean;
+            /**
+             * @description Tint: keep the luminance, take the chroma of this colour. A CSS colour: a name, #rgb, #rrggbb, #rrggbbaa, rgb() or rgba().
+             * @example #ffffff
+             */
+            tint?: string;
+            /** @description Gaussian blur, sigma in pixels, 0.3–100. */
+            blur?: number;
+            /** @description Sharpen (unsharp mask on the lightness), sigma in pixels, 0.3–10. */
+            sharpen?: number;
+            /** @description Pixelate into square blocks of this many pixels a side, 2–256. */
+            pixelate?: number;
+            /** @description Stretch the lightness so the darkest 1% is black and the brightest 1% white. */
+            normalize?: boolean;
+            /** @description Invert the colours (alpha is kept). */
+            negate?: boolean;
+            /**
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
+             * @enum {string}
+             */
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "jxl" | "jpg" | "tif";
+            /** @description Encoder quality, 1–100; a fraction is rounded (for PNG and GIF: the palette's size and fidelity). */
+            quality?: number;
+        };
+        /**
+         * @description The input and the options of adjust.
+         * @example {
+         *       "fileId": "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+         *       "brightness": 1.1,
+         *       "saturation": 1.2,
+         *       "contrast": 0.1
+         *     }
+         */
+        AdjustRequest: {
+            /** @description An uploaded or output file of yours. */
+            fileId: string;
+        } & components["schemas"]["AdjustOptions"];
+        /**
+         * @description A adjust step: its options as `POST /api/process/adjust` takes them, without `format` and `quality`.
+         * @example {
+         *       "kind": "adjust",
+         *       "brightness": 1.1,
+         *       "saturation": 1.2,
+         *       "contrast": 0.1
+         *     }
+         */
+        AdjustStep: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "adjust";
+            /** @description Brightness multiplier, 0–10 (1 leaves it, 0 is black). */
+            brightness?: number;
+            /** @description Saturation multiplier, 0–10 (1 leaves it, 0 is grey). */
+            saturation?: number;
+            /** @description Hue rotation in degrees: any number (turned modulo 360, rounded to a whole degree). */
+            hue?: number;
+            /** @description Contrast, −1–1: 0 leaves it, 1 doubles the distance of every value from mid-grey, −1 makes the image flat mid-grey. */
+            contrast?: number;
+            /** @description Gamma, 1–3: each value v (0–1) becomes v^(1/gamma), brightening the mid-tones (1 leaves it). */
+            gamma?: number;
+            /** @description Turn to shades of grey. */
+            grayscale?: boolean;
+            /**
+             * @description Tint: keep the luminance, take the chroma of this colour. A CSS colour: a name, #rgb, #rrggbb, #rrggbbaa, rgb() or rgba().
+             * @example #ffffff
+             */
+            tint?: string;
+            /** @description Gaussian blur, sigma in pixels, 0.3–100. */
+            blur?: number;
+            /** @description Sharpen (unsharp mask on the lightness), sigma in pixels, 0.3–10. */
+            sharpen?: number;
+            /** @description Pixelate into square blocks of this many pixels a side, 2–256. */
+            pixelate?: number;
+            /** @description Stretch the lightness so the darkest 1% is black and the brightest 1% white. */
+            normalize?: boolean;
+            /** @description Invert the colours (alpha is kept). */
+            negate?: boolean;
+        };
+        /**
+         * @description The inputs (one task each) and the shared options of adjust.
+         * @example {
+         *       "fileIds": [
+         *         "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+         *         "file_k4Tz8Qp1Wm6Xr3Nc9Lb2Vd5H"
+         *       ],
+         *       "brightness": 1.1,
+         *       "saturation": 1.2,
+         *       "contrast": 0.1
+         *     }
+         */
+        AdjustBatchRequest: {
+            /** @description One task per file, in order (at most the plan's batchSize). */
+            fileIds: string[];
+        } & components["schemas"]["AdjustOptions"];
+        /**
+         * @description The options of trim.
+         * @example {
+         *       "threshold": 10
+         *     }
+         */
+        TrimOptions: {
+            /** @description How far (0–255) a pixel may be from the border colour and still count as border. Default 10. */
+            threshold?: number;
+            /**
+             * @description The border's colour. Default: the top-left pixel's. A CSS colour: a name, #rgb, #rrggbb, #rrggbbaa, rgb() or rgba().
+             * @example #ffffff
+             */
+            background?: string;
+            /**
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
+             * @enum {string}
+             */
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "jxl" | "jpg" | "tif";
+            /** @description Encoder quality, 1–100; a fraction is rounded (for PNG and GIF: the palette's size and fidelity). */
+            quality?: number;
+        };
+        /**
+         * @description The input and the options of trim.
+         * @example {
+         *       "fileId": "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+         *       "threshold": 10
+         *     }
+         */
+        TrimRequest: {
+            /** @description An uploaded or output file of yours. */
+            fileId: string;
+        } & components["schemas"]["TrimOptions"];
+        /**
+         * @description A trim step: its options as `POST /api/process/trim` takes them, without `format` and `quality`.
+         * @example {
+         *       "kind": "trim",
+         *       "threshold": 10
+         *     }
+         */
+        TrimStep: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "trim";
+            /** @description How far (0–255) a pixel may be from the border colour and still count as border. Default 10. */
+            threshold?: number;
+            /**
+             * @description The border's colour. Default: the top-left pixel's. A CSS colour: a name, #rgb, #rrggbb, #rrggbbaa, rgb() or rgba().
+             * @example #ffffff
+             */
+            background?: string;
+        };
+        /**
+         * @description The inputs (one task each) and the shared options of trim.
+         * @example {
+         *       "fileIds": [
+         *         "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+         *         "file_k4Tz8Qp1Wm6Xr3Nc9Lb2Vd5H"
+         *       ],
+         *       "threshold": 10
+         *     }
+         */
+        TrimBatchRequest: {
+            /** @description One task per file, in order (at most the plan's batchSize). */
+            fileIds: string[];
+        } & components["schemas"]["TrimOptions"];
+        /**
+         * @description The options of extend.
+         * @example {
+         *       "all": 20,
+         *       "background": "#ffffff"
+         *     }
+         */
+        ExtendOptions: {
+            /** @description Pixels added above. */
+            top?: number;
+            /** @description Pixels added on the right. */
+            right?: number;
+            /** @description Pixels added below. */
+            bottom?: number;
+            /** @description Pixels added on the left. */
+            left?: number;
+            /** @description Pixels added on every side not given on its own. */
+            all?: number;
+            /**
+             * @description Colour of the added area. Default transparent where the output format has alpha, else white. A CSS colour: a name, #rgb, #rrggbb, #rrggbbaa, rgb() or rgba().
+             * @example #ffffff
+             */
+            background?: string;
+            /**
+             * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
+             * @enum {string}
+             */
+            format?: "jpeg" | "png" | "webp" | "avif" | "gif" | "tiff" | "jxl" | "jpg" | "tif";
+            /** @description Encoder quality, 1–100; a fraction is rounded (for PNG and GIF: the palette's size and fidelity). */
+            quality?: number;
+        };
+        /**
+         * @description The input and the options of extend.
+         * @example {
+         *       "fileId": "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+         *       "all": 20,
+         *       "background": "#ffffff"
+         *     }
+         */
+        ExtendRequest: {
+            /** @description An uploaded or output file of yours. */
+            fileId: string;
+        } & components["schemas"]["ExtendOptions"];
+        /**
+         * @description A extend step: its options as `POST /api/process/extend` takes them, without `format` and `quality`.
+         * @example {
+         *       "kind": "extend",
+         *       "all": 20,
+         *       "background": "#ffffff"
+         *     }
+         */
+        ExtendStep: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "extend";
+            /** @description Pixels added above. */
+            top?: number;
+            /** @description Pixels added on the right. */
+            right?: number;
+            /** @description Pixels added below. */
+            bottom?: number;
+            /** @description Pixels added on the left. */
+            left?: number;
+            /** @description Pixels added on every side not given on its own. */
+            all?: number;
+            /**
+             * @description Colour of the added area. Default transparent where the output format has alpha, else white. A CSS colour: a name, #rgb, #rrggbb, #rrggbbaa, rgb() or rgba().
+             * @example #ffffff
+             */
+            background?: string;
+        };
+        /**
+         * @description The inputs (one task each) and the shared options of extend.
+         * @example {
+         *       "fileIds": [
+         *         "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+         *         "file_k4Tz8Qp1Wm6Xr3Nc9Lb2Vd5H"
+         *       ],
+         *       "all": 20,
+         *       "background": "#ffffff"
+         *     }
+         */
+        ExtendBatchRequest: {
+            /** @description One task per file, in order (at most the plan's batchSize). */
+            fileIds: string[];
+        } & components["schemas"]["ExtendOptions"];
         /**
          * @description The options of image-to-pdf.
          * @example {
@@ -3116,6 +3640,43 @@ export interface components {
             fileId: string;
         } & components["schemas"]["PresentationToImagesOptions"];
         /**
+         * @description The options of pdf-to-images.
+         * @example {
+         *       "format": "png",
+         *       "width": 1600,
+         *       "pages": "1-3,5"
+         *     }
+         */
+        PdfToImagesOptions: {
+            /**
+             * @description Image format. Default png. `jpg` is taken as jpeg.
+             * @enum {string}
+             */
+            format?: "png" | "jpeg" | "webp" | "jpg";
+            /** @description Image width in pixels (the height follows each page's aspect). Default 1920; exclusive with dpi. */
+            width?: number;
+            /** @description Resolution in dots per inch, instead of a width: each page at its printed size. */
+            dpi?: number;
+            /**
+             * @description Pages to render, e.g. "1-3,5" (numbers and inclusive ranges, from 1). Default: all.
+             * @example 1-3,5
+             */
+            pages?: string;
+        };
+        /**
+         * @description The input and the options of pdf-to-images.
+         * @example {
+         *       "fileId": "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+         *       "format": "png",
+         *       "width": 1600,
+         *       "pages": "1-3,5"
+         *     }
+         */
+        PdfToImagesRequest: {
+            /** @description An uploaded or output file of yours. */
+            fileId: string;
+        } & components["schemas"]["PdfToImagesOptions"];
+        /**
          * @description The options of pipeline.
          * @example {
          *       "steps": [
@@ -3139,7 +3700,7 @@ export interface components {
          */
         PipelineOptions: {
             /** @description The transforms, in order. Each is `{kind, ...that kind’s options}`. */
-            steps: (components["schemas"]["ResizeStep"] | components["schemas"]["CropStep"] | components["schemas"]["RotateStep"] | components["schemas"]["FlipStep"] | components["schemas"]["WatermarkStep"] | components["schemas"]["UpscaleStep"] | components["schemas"]["RedactStep"])[];
+            steps: (components["schemas"]["ResizeStep"] | components["schemas"]["CropStep"] | components["schemas"]["RotateStep"] | components["schemas"]["FlipStep"] | components["schemas"]["WatermarkStep"] | components["schemas"]["UpscaleStep"] | components["schemas"]["RedactStep"] | components["schemas"]["AdjustStep"] | components["schemas"]["TrimStep"] | components["schemas"]["ExtendStep"])[];
             /**
              * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
              * @enum {string}
@@ -4400,6 +4961,300 @@ export interface operations {
                         error?: {
                             /** @enum {string} */
                             code?: "PREVIEW_UNAVAILABLE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `SERVICE_UNAVAILABLE`: Too busy right now; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "SERVICE_UNAVAILABLE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    getFileInfo: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An id starting file_ */
+                fileId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The image's info */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "format": "jpeg",
+                     *         "width": 4000,
+                     *         "height": 3000,
+                     *         "pages": 1,
+                     *         "hasAlpha": false,
+                     *         "colorSpace": "srgb",
+                     *         "orientation": 6,
+                     *         "exif": {
+                     *           "Make": "Canon",
+                     *           "Model": "Canon EOS 5D Mark III",
+                     *           "DateTimeOriginal": "2016-07-02T07:34:02.000Z",
+                     *           "FNumber": 1.2,
+                     *           "ISO": 100
+                     *         },
+                     *         "gps": {
+                     *           "latitude": 50.0614,
+                     *           "longitude": 19.9366
+                     *         },
+                     *         "palette": [
+                     *           "#2d3a1f",
+                     *           "#8fa5c2",
+                     *           "#d9d2c0",
+                     *           "#5b4a36"
+                     *         ],
+                     *         "dominant": "#2d3a1f",
+                     *         "blurhash": "LEHV6nWB2yk8pyo0adR*.7kCMdnj",
+                     *         "thumbhash": "3OcRJYB4d3h/iIeHeEh3eIhw+j2w",
+                     *         "phash": "c3a59c1e0f3b7186"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["FileInfo"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `FILE_EXPIRED`: The file has expired and was deleted. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "FILE_EXPIRED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INFO_UNAVAILABLE`: No info for this file: a document (PDF, presentation, ZIP), an image past the plan's pixel limits (`details.reason` IMAGE_TOO_LARGE), or one that cannot be decoded. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INFO_UNAVAILABLE";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -11871,6 +12726,2031 @@ export interface operations {
             "4XX": components["responses"]["MalformedRequest"];
         };
     };
+    processAdjust: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AdjustRequest"];
+            };
+        };
+        responses: {
+            /** @description The task is queued (or failed at once: a limit the stored header shows is passed) */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
+                     *         "status": "queued",
+                     *         "type": "adjust",
+                     *         "createdAt": "2026-05-04T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["QueuedTask"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
+             *
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED" | "INPUT_NOT_SUPPORTED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `FILE_EXPIRED`: The file has expired and was deleted. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "FILE_EXPIRED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry.
+             *
+             *     `TOO_MANY_QUEUED_TASKS`: As many tasks are queued or running as the plan's maxQueuedTasks.
+             *
+             *     `MONTHLY_QUOTA_EXCEEDED`: The plan's monthlyTasks are used up until `details.resetsAt`.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED" | "TOO_MANY_QUEUED_TASKS" | "MONTHLY_QUOTA_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    batchAdjust: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AdjustBatchRequest"];
+            };
+        };
+        responses: {
+            /** @description The tasks are queued */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "batchId": "batch_3GhJ5kL7mN9pQ1rS3tV5wX7y",
+                     *         "type": "adjust",
+                     *         "tasks": [
+                     *           {
+                     *             "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
+                     *             "fileId": "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+                     *             "status": "queued"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["QueuedBatch"];
+                    };
+                };
+            };
+            /**
+             * @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one.
+             *
+             *     `BATCH_TOO_LARGE`: More files than the plan's batchSize.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR" | "BATCH_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
+             *
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED" | "INPUT_NOT_SUPPORTED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `FILE_EXPIRED`: The file has expired and was deleted. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "FILE_EXPIRED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry.
+             *
+             *     `TOO_MANY_QUEUED_TASKS`: As many tasks are queued or running as the plan's maxQueuedTasks.
+             *
+             *     `MONTHLY_QUOTA_EXCEEDED`: The plan's monthlyTasks are used up until `details.resetsAt`.
+             *
+             *     `DAILY_BATCH_QUOTA_EXCEEDED`: The plan's dailyBatchFiles are used up until `details.resetsAt`.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED" | "TOO_MANY_QUEUED_TASKS" | "MONTHLY_QUOTA_EXCEEDED" | "DAILY_BATCH_QUOTA_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    processTrim: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TrimRequest"];
+            };
+        };
+        responses: {
+            /** @description The task is queued (or failed at once: a limit the stored header shows is passed) */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
+                     *         "status": "queued",
+                     *         "type": "trim",
+                     *         "createdAt": "2026-05-04T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["QueuedTask"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
+             *
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED" | "INPUT_NOT_SUPPORTED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `FILE_EXPIRED`: The file has expired and was deleted. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "FILE_EXPIRED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry.
+             *
+             *     `TOO_MANY_QUEUED_TASKS`: As many tasks are queued or running as the plan's maxQueuedTasks.
+             *
+             *     `MONTHLY_QUOTA_EXCEEDED`: The plan's monthlyTasks are used up until `details.resetsAt`.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED" | "TOO_MANY_QUEUED_TASKS" | "MONTHLY_QUOTA_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    batchTrim: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TrimBatchRequest"];
+            };
+        };
+        responses: {
+            /** @description The tasks are queued */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "batchId": "batch_3GhJ5kL7mN9pQ1rS3tV5wX7y",
+                     *         "type": "trim",
+                     *         "tasks": [
+                     *           {
+                     *             "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
+                     *             "fileId": "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+                     *             "status": "queued"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["QueuedBatch"];
+                    };
+                };
+            };
+            /**
+             * @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one.
+             *
+             *     `BATCH_TOO_LARGE`: More files than the plan's batchSize.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR" | "BATCH_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
+             *
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED" | "INPUT_NOT_SUPPORTED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `FILE_EXPIRED`: The file has expired and was deleted. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "FILE_EXPIRED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry.
+             *
+             *     `TOO_MANY_QUEUED_TASKS`: As many tasks are queued or running as the plan's maxQueuedTasks.
+             *
+             *     `MONTHLY_QUOTA_EXCEEDED`: The plan's monthlyTasks are used up until `details.resetsAt`.
+             *
+             *     `DAILY_BATCH_QUOTA_EXCEEDED`: The plan's dailyBatchFiles are used up until `details.resetsAt`.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED" | "TOO_MANY_QUEUED_TASKS" | "MONTHLY_QUOTA_EXCEEDED" | "DAILY_BATCH_QUOTA_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    processExtend: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExtendRequest"];
+            };
+        };
+        responses: {
+            /** @description The task is queued (or failed at once: a limit the stored header shows is passed) */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
+                     *         "status": "queued",
+                     *         "type": "extend",
+                     *         "createdAt": "2026-05-04T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["QueuedTask"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
+             *
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED" | "INPUT_NOT_SUPPORTED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `FILE_EXPIRED`: The file has expired and was deleted. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "FILE_EXPIRED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry.
+             *
+             *     `TOO_MANY_QUEUED_TASKS`: As many tasks are queued or running as the plan's maxQueuedTasks.
+             *
+             *     `MONTHLY_QUOTA_EXCEEDED`: The plan's monthlyTasks are used up until `details.resetsAt`.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED" | "TOO_MANY_QUEUED_TASKS" | "MONTHLY_QUOTA_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    batchExtend: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExtendBatchRequest"];
+            };
+        };
+        responses: {
+            /** @description The tasks are queued */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "batchId": "batch_3GhJ5kL7mN9pQ1rS3tV5wX7y",
+                     *         "type": "extend",
+                     *         "tasks": [
+                     *           {
+                     *             "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
+                     *             "fileId": "file_Q2x4bXcT6yq0bUj2m1q5rDkA",
+                     *             "status": "queued"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["QueuedBatch"];
+                    };
+                };
+            };
+            /**
+             * @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one.
+             *
+             *     `BATCH_TOO_LARGE`: More files than the plan's batchSize.
+             */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR" | "BATCH_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
+             *
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED" | "INPUT_NOT_SUPPORTED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `FILE_EXPIRED`: The file has expired and was deleted. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "FILE_EXPIRED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry.
+             *
+             *     `TOO_MANY_QUEUED_TASKS`: As many tasks are queued or running as the plan's maxQueuedTasks.
+             *
+             *     `MONTHLY_QUOTA_EXCEEDED`: The plan's monthlyTasks are used up until `details.resetsAt`.
+             *
+             *     `DAILY_BATCH_QUOTA_EXCEEDED`: The plan's dailyBatchFiles are used up until `details.resetsAt`.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED" | "TOO_MANY_QUEUED_TASKS" | "MONTHLY_QUOTA_EXCEEDED" | "DAILY_BATCH_QUOTA_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
     processImageToPdf: {
         parameters: {
             query?: never;
@@ -12237,6 +15117,338 @@ export interface operations {
                      *         "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
                      *         "status": "queued",
                      *         "type": "presentation-to-images",
+                     *         "createdAt": "2026-05-04T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["QueuedTask"];
+                    };
+                };
+            };
+            /** @description `VALIDATION_ERROR`: A field, parameter or header is invalid; `details.fields` names each one. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "VALIDATION_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `API_KEY_MISSING`: No x-api-key header (and no dashboard session).
+             *
+             *     `API_KEY_INVALID`: The API key is unknown or has been revoked.
+             */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "API_KEY_MISSING" | "API_KEY_INVALID";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `PLAN_NO_API_ACCESS`: The account's plan has no API access (Free reaches the API only through the dashboard).
+             *
+             *     `ACCOUNT_DISABLED`: The operator has disabled the account: its keys are refused (within a second of the change) until it is enabled again. Its files and tasks are kept; tasks already queued still run.
+             *
+             *     `CSRF_TOKEN_INVALID`: Only for the dashboard's own calls on its session cookie: the CSRF proof is missing or wrong.
+             *
+             *     `STORAGE_LIMIT_EXCEEDED`: The account's storage is full, or this would take it past the plan's storageBytes.
+             */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PLAN_NO_API_ACCESS" | "ACCOUNT_DISABLED" | "CSRF_TOKEN_INVALID" | "STORAGE_LIMIT_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `NOT_FOUND`: No such resource of yours (another account's answers the same). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "NOT_FOUND";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours.
+             *
+             *     `INPUT_NOT_SUPPORTED`: This kind does not take that file (e.g. a presentation given to resize). 409, as the API contract fixes it and clients branch on it: the file and the kind do not go together; the request itself is well-formed.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "IDEMPOTENCY_KEY_REUSED" | "INPUT_NOT_SUPPORTED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `FILE_EXPIRED`: The file has expired and was deleted. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "FILE_EXPIRED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /**
+             * @description `RATE_LIMITED`: More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry.
+             *
+             *     `TOO_MANY_QUEUED_TASKS`: As many tasks are queued or running as the plan's maxQueuedTasks.
+             *
+             *     `MONTHLY_QUOTA_EXCEEDED`: The plan's monthlyTasks are used up until `details.resetsAt`.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "RATE_LIMITED" | "TOO_MANY_QUEUED_TASKS" | "MONTHLY_QUOTA_EXCEEDED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INTERNAL_ERROR`: A fault of the service; quote the request id. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INTERNAL_ERROR";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `INSUFFICIENT_STORAGE`: The service's own disk, database or object store is full; nothing was kept. */
+            507: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "INSUFFICIENT_STORAGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            "4XX": components["responses"]["MalformedRequest"];
+        };
+    };
+    processPdfToImages: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A repeat with the same key and body within 24 hours returns the first response and does nothing again; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PdfToImagesRequest"];
+            };
+        };
+        responses: {
+            /** @description The task is queued (or failed at once: a limit the stored header shows is passed) */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "data": {
+                     *         "taskId": "task_9fJk2LmN4pQ6rS8tV0wX2yZa",
+                     *         "status": "queued",
+                     *         "type": "pdf-to-images",
                      *         "createdAt": "2026-05-04T09:30:00.000Z"
                      *       }
                      *     }

@@ -35,7 +35,7 @@ export type BatchOptions<K extends BatchKind> = DistributiveOmit<RequestJson<pat
 
 /**
  * One step of a pipeline: `{kind, ...that kind's options}` for each transform the server's
- * pipeline takes (resize, crop, rotate, flip, watermark, upscale), without `format`/`quality`.
+ * pipeline takes (resize, crop, rotate, flip, watermark, upscale, adjust, trim, extend), without `format`/`quality`.
  */
 export type PipelineStep = JobOptions<'pipeline'>['steps'][number];
 /** What a pipeline's one encode takes at its end: `format`, `quality`, `targetSize`, `lossless`, `keepMetadata`. */
@@ -43,6 +43,8 @@ export type PipelineOutput = Omit<JobOptions<'pipeline'>, 'steps'>;
 
 /** A stored file: an upload or a task's output. */
 export type ApiFile = ResponseData<paths['/api/upload']['post'], 201>;
+/** An image's info: size, EXIF, GPS, palette, dominant colour, BlurHash, ThumbHash and perceptual hash. */
+export type FileInfo = ResponseData<paths['/api/files/{fileId}/info']['get'], 200>;
 export type Task = ResponseData<paths['/api/tasks/{taskId}']['get'], 200>;
 export type TaskStatus = Task['status'];
 /** The 202 of a job: the task just queued (or already `failed` when a limit is known to be passed). */

@@ -2,7 +2,7 @@
 // The command line: a table of commands (COMMANDS), each run by its own module, loaded when
 // called: serve and worker (src/commands/serve.ts), migrate, the operator's account and key
 // commands (src/commands/admin.ts), backup, restore and copy-to (src/ops/cli.ts), and the
-// client commands (run, upload, task, download, webhooks, url: src/cli/client.ts).
+// client commands (run, upload, task, download, info, webhooks, url: src/cli/client.ts).
 // Configuration errors end with a message naming the variable, not a stack trace.
 import { ConfigError, environmentHelp } from './config.js';
 import { AppError } from './errors.js';
@@ -33,7 +33,7 @@ const USAGE = `Usage: imgapi <command> [options]   (imgapi ${VERSION})
 
 ${OPS_USAGE}
 
-  run, upload, task, download, webhooks, url
+  run, upload, task, download, info, webhooks, url
                                   the client: see \`imgapi run --help\`
   --version                       prints imgapi and its version
 
@@ -65,6 +65,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   upload: client,
   task: client,
   download: client,
+  info: client,
   webhooks: client,
   url: client,
   '--version': async () => {

@@ -36,7 +36,7 @@ const DATA_OWNERS: Readonly<Record<string, Owner>> = {
     reads: { tasks: 'the plan limits queued and running tasks (quota.checkQueuedTasks)' },
   },
   'src/files/': {
-    owns: ['files', 'uploads'],
+    owns: ['files', 'uploads', 'file_info'],
     reads: { task_inputs: 'a file an unfinished task reads is kept', tasks: 'a file an unfinished task reads is kept' },
   },
   // The task table is the queue (ARCHITECTURE.md): tasks/ writes a task's birth and its cancel,

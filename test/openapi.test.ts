@@ -126,7 +126,7 @@ describe('OpenAPI document', () => {
     // A status of 202 may say the task failed at once.
     assert.deepEqual(schemas.QueuedTask.properties.status.enum, ['queued', 'failed']);
     // A pipeline's steps: a oneOf of each transform's <Kind>Step, told apart by `kind`.
-    const transforms = ['resize', 'crop', 'rotate', 'flip', 'watermark', 'upscale', 'redact'];
+    const transforms = ['resize', 'crop', 'rotate', 'flip', 'watermark', 'upscale', 'redact', 'adjust', 'trim', 'extend'];
     const items = schemas.PipelineOptions.properties.steps.items;
     const stepRef = (kind: string) => `#/components/schemas/${kind[0]!.toUpperCase()}${kind.slice(1)}Step`;
     assert.deepEqual(

@@ -1,8 +1,9 @@
-// The client commands of `imgapi`: run, upload, task, download, webhooks, url. They talk to a running service
+// The client commands of `imgapi`: run, upload, task, download, info, webhooks, url. They talk to a running service
 // through the SDK (sdk/node.ts) with IMGAPI_URL and IMGAPI_KEY (or --url/--key), and exit 0 when
 // everything was done, 1 when something failed, 2 on a usage error.
+import fs from 'node:fs';
 import path from 'node:path';
-import { taskFailure, type Task } from '../../sdk/node.js';
+import { taskFailure, type FileInfo, type Task } from '../../sdk/node.js';
 import {
   boardFor,
   connect,
@@ -36,6 +37,9 @@ const TASK_USAGE = `  task <taskId> [--wait]          prints the task (its statu
 const DOWNLOAD_USAGE = `  download <fileId> [-o <file or dir>]
                                   writes the file (default: the current directory, under the
                                   service's name for it, made a safe file name)`;
+const INFO_USAGE = `  info <fileId or file>           prints an image's info: size, frames, colour space, EXIF
+                                  camera and date, GPS, palette, BlurHash, ThumbHash and
+                                  perceptual hash (a local file is uploaded first)`;
 
 const OPTIONS_USAGE = `  --url URL          the service (default: $IMGAPI_URL, else http://localhost:3000)
   --key KEY          the API key (default: $IMGAPI_KEY)
@@ -62,6 +66,7 @@ ${RUN_USAGE}
 ${UPLOAD_USAGE}
 ${TASK_USAGE}
 ${DOWNLOAD_USAGE}
+${INFO_USAGE}
 ${WEBHOOKS_USAGE}
 ${URL_USAGE}
 
@@ -74,6 +79,7 @@ function usageOf(command: string): string {
     ['upload', UPLOAD_USAGE],
     ['task', TASK_USAGE],
     ['download', DOWNLOAD_USAGE],
+    ['info', INFO_USAGE],
     ['webhooks', WEBHOOKS_USAGE],
   ]).get(command);
   // `url` is offline and has options of its own: its usage alone says what it takes.
@@ -81,7 +87,7 @@ function usageOf(command: string): string {
   return own ? `Usage:\n${own}\n\n${OPTIONS_USAGE}` : CLIENT_USAGE;
 }
 
-export const CLIENT_COMMANDS = ['run', 'upload', 'task', 'download', 'webhooks', 'url'] as const;
+export const CLIENT_COMMANDS = ['run', 'upload', 'task', 'download', 'info', 'webhooks', 'url'] as const;
 
 // Maps, not object literals: an argument such as `constructor` must not find Object's prototype.
 const VALUE_FLAGS = new Map<string, 'url' | 'key' | 'concurrency' | 'output'>([
@@ -170,6 +176,8 @@ export async function clientCommand(
         return await taskCommand(options, io);
       case 'download':
         return await downloadCommand(options, io);
+      case 'info':
+        return await infoCommand(options, io);
       case 'webhooks':
         return await webhooksCommand(options, io);
       case 'url':
@@ -277,4 +285,50 @@ async function downloadCommand(options: CommonOptions, io: ClientIo): Promise<nu
     io.stderr.write(`${failureLine(fileId, describeError(err))}\n`);
     return 1;
   }
+}
+
+async function infoCommand(options: CommonOptions, io: ClientIo): Promise<number> {
+  const [target] = noOptionsLeft(options, 1, 'imgapi info <fileId or file>');
+  const client = connect(options, (event) => io.stderr.write(`${retryLine(event)}\n`));
+  try {
+    // A path that exists is a local file to upload; anything else is taken as a file id.
+    const local = fs.existsSync(target) && fs.statSync(target).isFile();
+    const fileId = local ? (await client.upload(target)).fileId : target;
+    const info = await client.info(fileId);
+    io.stdout.write(
+      options.json ? `${json({ fileId, ...(local ? { file: path.resolve(target) } : {}), ...info })}\n` : `${infoText(fileId, info)}\n`,
+    );
+    return 0;
+  } catch (err) {
+    io.stderr.write(`${failureLine(target, describeError(err))}\n`);
+    return 1;
+  }
+}
+
+/** An image's info as text: a line per fact, the EXIF reduced to what a person looks for first. */
+function infoText(fileId: string, info: FileInfo): string {
+  const exif = info.exif ?? {};
+  const text = (name: string) => (typeof exif[name] === 'string' || typeof exif[name] === 'number' ? String(exif[name]) : undefined);
+  const camera = [text('Make'), text('Model')].filter(Boolean).join(' ');
+  const taken = text('DateTimeOriginal') ?? text('CreateDate');
+  const rows: [string, string | undefined][] = [
+    ['file', fileId],
+    ['format', info.format],
+    ['size', `${info.width}×${info.height}${info.pages > 1 ? `, ${info.pages} frames` : ''}`],
+    ['alpha', info.hasAlpha ? 'yes' : 'no'],
+    ['colour', `${info.colorSpace}, orientation ${info.orientation}`],
+    ['camera', camera || undefined],
+    ['taken', taken],
+    ['exif', info.exif ? `${Object.keys(info.exif).length} tags (--json shows them)` : 'none'],
+    ['gps', info.gps ? `${info.gps.latitude.toFixed(6)}, ${info.gps.longitude.toFixed(6)}` : 'none'],
+    ['dominant', info.dominant],
+    ['palette', info.palette.join(' ')],
+    ['blurhash', info.blurhash],
+    ['thumbhash', info.thumbhash],
+    ['phash', info.phash],
+  ];
+  return rows
+    .filter((row): row is [string, string] => row[1] !== undefined)
+    .map(([name, value]) => `${`${name}:`.padEnd(11)}${printable(value)}`)
+    .join('\n');
 }

@@ -28,6 +28,7 @@ export const TABLES = {
   batches: ['id'],
   uploads: ['id'],
   files: ['id'],
+  file_info: ['file_id'],
   tasks: ['id'],
   task_inputs: ['task_id', 'position'],
   usage_counters: ['account_id', 'period'],

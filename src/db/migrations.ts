@@ -429,6 +429,17 @@ export const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0012_file_info': {
+    async up(db: Kysely<any>) {
+      // GET /api/files/{fileId}/info, computed once per file and kept; deleted with its file.
+      await db.schema
+        .createTable('file_info')
+        .addColumn('file_id', 'text', (c) => c.primaryKey().references('files.id'))
+        .addColumn('info', 'text', (c) => c.notNull())
+        .addColumn('created_at', ms, (c) => c.notNull())
+        .execute();
+    },
+  },
 };
 
 export interface SchemaState {

@@ -48,6 +48,14 @@ export interface FilesTable {
   deleted_at: number | null;
 }
 
+/** What GET /api/files/{fileId}/info answers, computed once per file (src/files/info.ts); removed with its file. */
+export interface FileInfoTable {
+  file_id: string;
+  /** The answer's JSON (without `faces`, which is asked for apart). */
+  info: string;
+  created_at: number;
+}
+
 /** A task's states, in the order it goes through them: the API, the queue and the dashboard read this list. */
 export const TASK_STATUSES = ['queued', 'processing', 'completed', 'failed', 'canceled'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
@@ -244,6 +252,7 @@ export interface DB {
   accounts: AccountsTable;
   api_keys: ApiKeysTable;
   files: FilesTable;
+  file_info: FileInfoTable;
   tasks: TasksTable;
   task_inputs: TaskInputsTable;
   batches: BatchesTable;

@@ -7,6 +7,7 @@ import { AppError, notFound } from '../errors.js';
 import { lockAccount, releaseStorage, tryChargeStorage } from '../accounts/quota.js';
 import type { ObjectStorage } from '../storage/storage.js';
 import { forgetPreviews } from '../imaging/preview.js';
+import { forgetInfo } from './info.js';
 import { olderThan, pageOf } from '../db/pagination.js';
 
 export type FileRecord = Selectable<FilesTable>;
@@ -157,6 +158,7 @@ async function removeFile(
       .where('deleted_at', 'is', null)
       .executeTakeFirst();
     if (Number(result.numUpdatedRows) !== 1) return { removed: false };
+    await forgetInfo(tx, file.id);
     await releaseStorage(tx, file.account_id, Number(file.size));
     return { removed: true };
   });

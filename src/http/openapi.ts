@@ -64,6 +64,8 @@ const MEANING: Record<ApiErrorCode, string> = {
   PAYLOAD_TOO_LARGE: 'The JSON body is larger than 1 MiB.',
   UNSUPPORTED_MEDIA_TYPE: 'Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint).',
   PREVIEW_UNAVAILABLE: "No preview for this file: a presentation or ZIP, an image past the plan's pixel limits, or one that cannot be decoded.",
+  INFO_UNAVAILABLE:
+    "No info for this file: a document (PDF, presentation, ZIP), an image past the plan's pixel limits (`details.reason` IMAGE_TOO_LARGE), or one that cannot be decoded.",
   RANGE_NOT_SATISFIABLE: 'The Range starts past the end of the file (Content-Range says its size).',
   RATE_LIMITED: "More requests this second than the plan's requestsPerSecond; `details.resetsAt` and Retry-After say when to retry.",
   MONTHLY_QUOTA_EXCEEDED: "The plan's monthlyTasks are used up until `details.resetsAt`.",

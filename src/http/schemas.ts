@@ -206,6 +206,96 @@ const RESOURCES: Record<string, JsonSchema> = {
 
   FileList: listPage('files', 'FileMetadata', [OUTPUT_EXAMPLE, FILE_EXAMPLE]),
 
+  FileInfo: {
+    type: 'object',
+    description:
+      'What a client needs to show, place or deduplicate an image, computed once per file and kept while the file lives. ' +
+      'Sizes are of the upright image (EXIF orientation applied); the colours and hashes are of its first frame.',
+    required: [
+      'format',
+      'width',
+      'height',
+      'pages',
+      'hasAlpha',
+      'colorSpace',
+      'orientation',
+      'exif',
+      'gps',
+      'palette',
+      'dominant',
+      'blurhash',
+      'thumbhash',
+      'phash',
+    ],
+    additionalProperties: false,
+    properties: {
+      format: { type: 'string', description: 'The format sniffed at upload (`jpeg`, `png`, `webp`, `avif`, `heic`, …).' },
+      width: { type: 'integer', minimum: 1, description: 'Width of the upright image (one frame), in pixels.' },
+      height: { type: 'integer', minimum: 1, description: 'Height of the upright image (one frame), in pixels.' },
+      pages: { type: 'integer', minimum: 1, description: 'Frames of an animation (1 for a still image).' },
+      hasAlpha: { type: 'boolean', description: 'Whether the image has an alpha channel.' },
+      colorSpace: { type: 'string', description: "libvips' name of the stored colour space: `srgb`, `cmyk`, `b-w`, `rgb16`, …" },
+      orientation: {
+        type: 'integer',
+        minimum: 1,
+        maximum: 8,
+        description: 'The EXIF orientation tag as stored (1 when absent); width and height are already upright.',
+      },
+      exif: {
+        type: ['object', 'null'],
+        additionalProperties: true,
+        description:
+          'Named EXIF tags (IFD0, Exif and GPS IFDs) with plain values: text, numbers, short number lists, dates as ISO 8601. ' +
+          'Thumbnails, maker notes and binary fields are left out. null when the file has none.',
+      },
+      gps: {
+        type: ['object', 'null'],
+        required: ['latitude', 'longitude'],
+        additionalProperties: false,
+        properties: {
+          latitude: { type: 'number', minimum: -90, maximum: 90, description: 'Decimal degrees, north positive.' },
+          longitude: { type: 'number', minimum: -180, maximum: 180, description: 'Decimal degrees, east positive.' },
+        },
+        description: 'Where the photo was taken, from its EXIF GPS tags; null when it has none.',
+      },
+      palette: {
+        type: 'array',
+        maxItems: 8,
+        items: { type: 'string', pattern: '^#[0-9a-f]{6}$' },
+        description: 'Up to 8 colours, most frequent first (transparent pixels are not counted).',
+      },
+      dominant: { type: 'string', pattern: '^#[0-9a-f]{6}$', description: 'The most frequent colour: the first of `palette`.' },
+      blurhash: { type: 'string', minLength: 6, description: 'A BlurHash (4 × 3 components) to paint a placeholder while the image loads.' },
+      thumbhash: { type: 'string', description: 'A ThumbHash, base64: a placeholder that keeps the aspect ratio and alpha.' },
+      phash: {
+        type: 'string',
+        pattern: '^[0-9a-f]{16}$',
+        description:
+          'A 64-bit perceptual hash (DCT of a 32 × 32 grey copy), 16 hex digits. Compare two by the number of differing bits: ' +
+          'a resized or recompressed copy differs in a few (≤ 10), unrelated photos in about 32.',
+      },
+      // `faces` (?faces=1) is added here by the face detector's wiring.
+    },
+    examples: [
+      {
+        format: 'jpeg',
+        width: 4000,
+        height: 3000,
+        pages: 1,
+        hasAlpha: false,
+        colorSpace: 'srgb',
+        orientation: 6,
+        exif: { Make: 'Canon', Model: 'Canon EOS 5D Mark III', DateTimeOriginal: '2016-07-02T07:34:02.000Z', FNumber: 1.2, ISO: 100 },
+        gps: { latitude: 50.0614, longitude: 19.9366 },
+        palette: ['#2d3a1f', '#8fa5c2', '#d9d2c0', '#5b4a36'],
+        dominant: '#2d3a1f',
+        blurhash: 'LEHV6nWB2yk8pyo0adR*.7kCMdnj',
+        thumbhash: '3OcRJYB4d3h/iIeHeEh3eIhw+j2w',
+        phash: 'c3a59c1e0f3b7186',
+      },
+    ],
+  },
+
   PresignedUpload: {
     type: 'object',
     required: ['uploadId', 'url', 'method', 'headers', 'expiresAt'],
@@ -281,6 +371,9 @@ const RESOURCES: Record<string, JsonSchema> = {
       imageFormat: { type: 'string', enum: ['png', 'jpeg', 'webp'], description: "presentation-to-images, pdf-to-images: the images' format." },
       slides: { type: 'array', items: { type: 'integer', minimum: 1 }, description: 'presentation-to-images: the slide numbers rendered, in order.' },
       pageNumbers: { type: 'array', items: { type: 'integer', minimum: 1 }, description: 'pdf-to-images: the page numbers rendered, in order.' },
+      trimmed: { type: 'boolean', description: 'trim: whether a border was cut (false when the image is all border and came back whole).' },
+      offsetLeft: count('trim: where the kept area starts in the upright input, from its left edge, in pixels.'),
+      offsetTop: count('trim: where the kept area starts in the upright input, from its top edge, in pixels.'),
     },
     examples: [TASK_EXAMPLE.result],
   },

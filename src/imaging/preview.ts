@@ -190,7 +190,7 @@ export class Previews {
   }
 
   /** A path to the file's bytes: the object itself on local storage, else a copy in `dir`. */
-  private async localCopy(file: FileRecord, dir: string): Promise<string> {
+  async localCopy(file: FileRecord, dir: string): Promise<string> {
     const { storage } = this.options;
     if (storage.localPath) return storage.localPath(file.storage_key);
     const copy = path.join(dir, 'source');

@@ -1,7 +1,9 @@
 // The one list of job kinds. A kind exists in the API exactly when it is listed here.
+import { adjust } from './adjust.js';
 import { compress } from './compress.js';
 import { convert } from './convert.js';
 import { crop } from './crop.js';
+import { extend } from './extend.js';
 import { flip } from './flip.js';
 import { imageToPdf } from './image-to-pdf.js';
 import { pipelineOf } from './pipeline.js';
@@ -10,6 +12,7 @@ import { presentationToImages } from './presentation-to-images.js';
 import { redact } from './redact.js';
 import { resize } from './resize.js';
 import { rotate } from './rotate.js';
+import { trim } from './trim.js';
 import type { AnyOperation } from './types.js';
 import { upscale } from './upscale.js';
 import { watermark } from './watermark.js';
@@ -24,6 +27,9 @@ const KINDS: readonly AnyOperation[] = [
   watermark,
   upscale,
   redact,
+  adjust,
+  trim,
+  extend,
   imageToPdf,
   presentationToImages,
   pdfToImages,

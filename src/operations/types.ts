@@ -91,8 +91,8 @@ export interface StepEnv {
   format: string;
   /** A file the options name (a watermark's logo), as the task holds it. */
   file(fileId: string): InputFile;
-  /** The task's scratch directory, its cancel signal and its progress: for long steps (an AI upscale). */
-  task: Pick<OperationContext<unknown>, 'tmpDir' | 'signal' | 'progress'>;
+  /** The task's scratch directory, its cancel signal, deadline and progress: for long steps (an AI upscale, adjust's chain). */
+  task: Pick<OperationContext<unknown>, 'tmpDir' | 'signal' | 'progress' | 'deadline'>;
 }
 
 /**

@@ -264,6 +264,28 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       assert.match(failed.stderr, failureLine(failing.taskId, 'TARGET_SIZE_UNREACHABLE'));
     });
 
+    it('info: of a file id or a local file (uploaded first), text and --json; a document fails INFO_UNAVAILABLE', async () => {
+      const sdk = new Imgapi({ baseUrl: server.url, apiKey: env.IMGAPI_KEY });
+      const { fileId } = await sdk.upload(JPEG);
+      const text = await imgapi(['info', fileId], env);
+      assert.equal(text.code, 0, show(text));
+      const meta = await sharp(JPEG).metadata();
+      assert.match(text.stdout, new RegExp(`^size: {6}${meta.width}×${meta.height}$`, 'm'), show(text));
+      assert.match(text.stdout, /^phash: {5}[0-9a-f]{16}$/m, show(text));
+      assert.match(text.stdout, /^palette: {3}(#[0-9a-f]{6} ?){1,8}$/m, show(text));
+      const local = await imgapi(['info', path.relative(REPO_ROOT, JPEG), '--json'], env);
+      assert.equal(local.code, 0, show(local));
+      const info = JSON.parse(local.stdout);
+      assert.equal(info.file, JPEG);
+      assert.match(info.fileId, /^file_/);
+      assert.notEqual(info.fileId, fileId, 'the local file was uploaded');
+      assert.equal(info.phash, (await sdk.info(fileId)).phash, 'the same pixels, the same hash');
+      const deck = (await sdk.upload(corpusFile('presentations/python-pptx/tbl-cell.pptx'))).fileId;
+      const refused = await imgapi(['info', deck], env);
+      assert.equal(refused.code, 1, show(refused));
+      assert.match(refused.stderr, failureLine(deck, 'INFO_UNAVAILABLE'));
+    });
+
     it('usage errors exit 2 and say what is wrong', async () => {
       const cases: Array<[string[], Record<string, string>, RegExp]> = [
         [['run', 'resize', JPEG, '-o', work], { IMGAPI_URL: server.url }, /no API key: set IMGAPI_KEY or pass --key/],

@@ -292,6 +292,43 @@ const CASES: HostileRow[] = [
       );
     },
   },
+  // adjust, trim and extend: option values past sharp's ranges are a 400 before any pixel is read,
+  // a border past the plan's pixel limit fails IMAGE_TOO_LARGE when queued, damaged pixels INVALID_IMAGE.
+  ...(
+    [
+      ['adjust', { blur: 100_000 }],
+      ['adjust', { pixelate: 0 }],
+      ['adjust', { sharpen: -1 }],
+      ['adjust', { gamma: 0 }],
+      ['adjust', {}],
+      ['adjust', { tint: 'url(javascript:alert(1))' }],
+      ['trim', { threshold: 1e9 }],
+      ['trim', { background: 'x'.repeat(65) }],
+      ['extend', { all: 100_001 }],
+      ['extend', { left: -1 }],
+    ] as const
+  ).map(([kind, options]): HostileRow => ({
+    name: `${kind} ${JSON.stringify(options).slice(0, 50)} → 400`,
+    input: JPEG,
+    job: { kind, options },
+    expect: refused(400, 'VALIDATION_ERROR'),
+  })),
+  {
+    name: 'extend by 100,000 px a side → IMAGE_TOO_LARGE',
+    input: JPEG,
+    job: { kind: 'extend', options: { all: 100_000 } },
+    expect: fails('IMAGE_TOO_LARGE'),
+    everyDialect: true,
+  },
+  {
+    name: 'a pipeline of ten 16,000 px extends → IMAGE_TOO_LARGE',
+    input: JPEG,
+    job: { kind: 'pipeline', options: { steps: Array.from({ length: 10 }, () => ({ kind: 'extend', all: 16_000 })) } },
+    expect: fails('IMAGE_TOO_LARGE'),
+  },
+  { input: truncated(JPEG, 0.6), job: { kind: 'adjust', options: { blur: 3, negate: true } }, expect: INVALID },
+  { input: truncated(PNG, 0.6), job: { kind: 'trim' }, expect: INVALID },
+  { input: garbageIdat(PNG), job: { kind: 'extend', options: { all: 8 } }, expect: INVALID },
 ];
 
 /** PostgreSQL plays the written-out rows and, of the matrix, every job on every format cut to 60 %. */

@@ -160,6 +160,9 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     const answer = page.getByTestId('test-key-answer');
     await answer.getByText('HTTP 200').waitFor();
     assert.match((await answer.textContent())!, /"plan": "pro"/);
+    // The list is read again after the test: the key's "Last used" shows the call just made.
+    const row = page.locator('tr', { hasText: 'laptop' });
+    await row.getByText(/just now|\d+ s/).waitFor();
     await shootBoth('keys-new-key');
   });
 
@@ -366,6 +369,56 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     await panel.locator('summary').click();
     await panel.locator('button[data-language=cli]').click();
     assert.match((await panel.locator('pre').textContent())!, /--step rotate:angle=90 --step resize:width=200/);
+    assert.deepEqual(pageErrors, [], 'no uncaught errors in the pages');
+  });
+
+  it('adjust, trim and extend come from the registry as forms, and run; auto compress and limits say what they mean', async () => {
+    const jpegId = await client.uploadOk(JPEG);
+    const runKind = async (kind: string, fill: Record<string, string>, size: RegExp) => {
+      await page.goto(`${server.url}/playground?fileId=${jpegId}&kind=${kind}`);
+      await page.locator('[data-testid=picked-files] li[data-state=uploaded]').waitFor();
+      await page.getByTestId('kind').selectOption(kind);
+      for (const [name, value] of Object.entries(fill)) await page.locator(`#option-${name}`).fill(value);
+      await page.getByTestId('run').click();
+      await waitCompleted();
+      assert.match((await page.getByTestId('result-meta').textContent())!, size, kind);
+    };
+    // The form checks the schema's ranges before sending, as for every kind.
+    await page.goto(`${server.url}/playground?fileId=${jpegId}&kind=adjust`);
+    await page.locator('[data-testid=picked-files] li[data-state=uploaded]').waitFor();
+    await page.getByTestId('kind').selectOption('adjust');
+    const before = processCalls.length;
+    await page.locator('#option-blur').fill('1000');
+    await page.getByTestId('run').click();
+    await page.getByTestId('problem-blur').waitFor();
+    assert.equal(processCalls.length, before, 'nothing sent with blur out of range');
+    await runKind('adjust', { brightness: '1.3', tint: '#ff8800' }, /320×240/);
+    await runKind('trim', { threshold: '20' }, /\d+×\d+/);
+    await runKind('extend', { all: '10' }, /340×260/);
+
+    // Issue #27: an "auto" compress says the quality it chose and the SSIM it kept.
+    await runKind('compress', { quality: 'auto' }, /(quality \d+ chosen|lossless), SSIM (0\.\d+|1)\b/);
+
+    // Issue #27: the plan's limits in words a person uses, with their units.
+    await page.goto(`${server.url}/`);
+    const limits = page.getByTestId('limits');
+    await limits.waitFor();
+    const rows = await limits.locator('tr').evaluateAll((trs) => trs.map((tr) => tr.textContent));
+    assert.ok(rows.includes('Retention1 day'), rows.join(' | '));
+    assert.ok(rows.includes('Largest file100 MiB'), rows.join(' | '));
+    assert.ok(!rows.some((text) => /seconds|bytes/i.test(text ?? '')), `no raw key names: ${rows.join(' | ')}`);
+
+    // Issue #27: the tasks chart is readable on a 390 px phone: its labels keep a readable size.
+    const desktop = page.viewportSize();
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      const tick = page.getByTestId('tasks-chart').locator('text.tick').first();
+      await tick.waitFor();
+      const box = await tick.evaluate((el) => el.getBoundingClientRect().height);
+      assert.ok(box >= 10, `chart labels are ${box.toFixed(1)} px tall at 390 px`);
+    } finally {
+      if (desktop) await page.setViewportSize(desktop);
+    }
     assert.deepEqual(pageErrors, [], 'no uncaught errors in the pages');
   });
 });

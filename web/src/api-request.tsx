@@ -97,8 +97,8 @@ export function TaskApiRequest({ task }: { task: ApiTask }) {
   );
 }
 
-/** Right after a key is created: how to call the API with it, and a live check. */
-export function NewKeySnippets({ apiKey }: { apiKey: string }) {
+/** Right after a key is created: how to call the API with it, and a live check (`onTested`: after it, so the list can show the use). */
+export function NewKeySnippets({ apiKey, onTested }: { apiKey: string; onTested?: () => void }) {
   const [answer, setAnswer] = useState<{ status: number; text: string }>();
   const [testing, setTesting] = useState(false);
   const test = async () => {
@@ -118,6 +118,7 @@ export function NewKeySnippets({ apiKey }: { apiKey: string }) {
       setAnswer({ status: 0, text: (err as Error).message });
     } finally {
       setTesting(false);
+      onTested?.();
     }
   };
   return (

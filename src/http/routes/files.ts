@@ -4,6 +4,7 @@ import { AppError } from '../../errors.js';
 import { deleteFile, getLiveFile, listFiles, type FileRecord } from '../../files/files.js';
 import { fileTooLarge, safeFilename } from '../../files/identify.js';
 import { recordUpload, storeUpload } from '../../files/upload.js';
+import { FileInfos } from '../../files/info.js';
 import { IMAGE_FORMATS, MEDIA_TYPES } from '../../imaging/formats.js';
 import { PREVIEW_MEDIA_TYPES, Previews } from '../../imaging/preview.js';
 import { pdfPageCounter } from '../../documents/pdf.js';
@@ -33,6 +34,7 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
     queueLength: services.config.previewQueue,
     events: services.metrics.previews,
   });
+  const infos = new FileInfos(database.db, previews);
 
   app.post(
     '/upload',
@@ -232,6 +234,43 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
         .type(preview.mimeType)
         .headers({ 'x-content-type-options': 'nosniff', 'cache-control': 'private, max-age=300', 'content-disposition': 'inline' })
         .send(preview.data);
+    },
+  );
+
+  app.get(
+    '/files/:fileId/info',
+    {
+      schema: {
+        operationId: 'getFileInfo',
+        tags,
+        security: API_SECURITY,
+        summary: "An image's info: size, EXIF, GPS, palette, placeholders, perceptual hash",
+        description:
+          'Format, upright size, frames, alpha, colour space and orientation from the header; the EXIF tags and GPS position; ' +
+          'a palette of up to 8 colours (most frequent first) and the dominant one; BlurHash and ThumbHash placeholders; and a 64-bit ' +
+          'perceptual hash to find near-duplicates (count the differing bits). Computed on first ask from a small copy of the image ' +
+          "(within the plan's pixel limits, on libvips' threads) and kept until the file goes: asking again is a read. Documents " +
+          '(PDFs, presentations, ZIPs) and images past the pixel limits or that cannot be decoded: 415 INFO_UNAVAILABLE. While every ' +
+          'preview slot is busy: 503 SERVICE_UNAVAILABLE with `Retry-After`.',
+        params: idParam('fileId', 'file'),
+        // `faces` (?faces=1) joins here once the face detector is wired in.
+        querystring: { type: 'object', additionalProperties: false, properties: {} },
+        response: apiResponses({ 200: jsonData("The image's info", 'FileInfo') }, [
+          ...API_READ,
+          ...VALIDATED,
+          'NOT_FOUND',
+          'FILE_EXPIRED',
+          'INFO_UNAVAILABLE',
+          'SERVICE_UNAVAILABLE',
+        ]),
+      },
+    },
+    async (request: FastifyRequest<{ Params: { fileId: string } }>) => {
+      const now = clock.now();
+      const file = await getLiveFile(database.db, request.account.id, request.params.fileId, now);
+      const info = await infos.info(file, request.limits, now);
+      // Faces: with ?faces=1, the face detector (src/imaging/faces.ts) adds `faces` to this answer (not kept with the rest).
+      return { success: true, data: info };
     },
   );
 

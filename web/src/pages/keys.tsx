@@ -113,7 +113,7 @@ export function KeysPage() {
               </code>
               <CopyButton text={created.key} />
             </div>
-            <NewKeySnippets apiKey={created.key} />
+            <NewKeySnippets apiKey={created.key} onTested={list.reload} />
           </div>
         )}
         <ErrorBox error={error ?? list.error} />

@@ -1,5 +1,6 @@
 // Usage: the plan and its limits, this month's tasks, today's batch files, storage, and tasks
 // per day for the last 30 days (GET /api/account and /api/account/usage, with the session).
+import { useEffect, useState } from 'react';
 import { api, type AccountInfo } from '../api';
 import { ErrorBox, PageTitle, UsageBar, useAsync } from '../components';
 import { bytes, count, label, resetTime, seconds } from '../format';
@@ -17,13 +18,47 @@ const LIMIT_FORMAT: Record<string, (v: number) => string> = {
   retentionSeconds: seconds,
 };
 
+/** What each limit is called on this page: what it means to a person, not its key in GET /api/account. */
+const LIMIT_LABELS: Record<string, string> = {
+  apiAccess: 'API access',
+  monthlyTasks: 'Tasks per month',
+  dailyBatchFiles: 'Batch files per day',
+  batchSize: 'Files per batch',
+  storageBytes: 'Storage',
+  retentionSeconds: 'Retention',
+  priority: 'Queue priority',
+  maxFileBytes: 'Largest file',
+  maxPixels: 'Pixels per frame',
+  maxFrames: 'Frames per animation',
+  maxAiUpscalePixels: 'AI upscale input pixels',
+  maxTotalPixels: 'Pixels of all frames',
+  requestsPerSecond: 'Requests per second',
+  monthlyRenders: 'Delivery renders per month',
+  origins: 'Origins',
+  maxQueuedTasks: 'Tasks queued at once',
+};
+
 function limitValue(name: string, value: number | boolean): string {
   if (typeof value === 'boolean') return value ? 'yes' : 'no';
   return (LIMIT_FORMAT[name] ?? count)(value);
 }
 
-function TasksChart({ days }: { days: Day[] }) {
-  const width = 720;
+/** Whether the window is phone-narrow, kept up to date as it changes. */
+function useNarrow(query = '(max-width: 600px)'): boolean {
+  const [narrow, setNarrow] = useState(() => window.matchMedia(query).matches);
+  useEffect(() => {
+    const media = window.matchMedia(query);
+    const update = () => setNarrow(media.matches);
+    media.addEventListener('change', update);
+    return () => media.removeEventListener('change', update);
+  }, [query]);
+  return narrow;
+}
+
+export function TasksChart({ days }: { days: Day[] }) {
+  // The SVG scales to its card: drawn 720 wide, a phone would shrink its labels to 5 px. On a
+  // narrow screen it is drawn about as wide as it is shown, so its text stays at its own size.
+  const width = useNarrow() ? 340 : 720;
   const height = 180;
   const pad = { top: 12, right: 8, bottom: 28, left: 40 };
   const max = Math.max(1, ...days.map((d) => d.tasks));
@@ -109,7 +144,7 @@ export function OverviewPage() {
               <tbody>
                 {Object.entries(a.limits).map(([name, value]) => (
                   <tr key={name}>
-                    <th scope="row">{label(name)}</th>
+                    <th scope="row">{LIMIT_LABELS[name] ?? label(name)}</th>
                     <td>{limitValue(name, value)}</td>
                   </tr>
                 ))}

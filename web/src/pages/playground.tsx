@@ -404,6 +404,10 @@ function TaskResult({ run, task, entry, rich }: { run: RunRecord; task: ApiTask 
             {result.pages ? ` · ${result.pages} ${result.format === 'zip' ? 'slides' : 'pages'}` : ''}
             {` · ${bytes(result.size)}`}
             {SIZE_KINDS.has(run.kind) && (result.inputSize ?? input?.size) ? ` · ${sizeChange(result.inputSize ?? input!.size, result.size)}` : ''}
+            {/* What a quality search chose (compress quality "auto"): the quality, and the metric it kept. */}
+            {result.ssim !== undefined
+              ? ` · ${result.quality !== undefined ? `quality ${result.quality} chosen` : 'lossless'}, SSIM ${result.ssim}`
+              : ''}
           </p>
           {!task.outputFileIds?.length && (
             <a className="button" href={downloadUrl(task.outputFileId)} download data-testid="result-download">

@@ -499,9 +499,13 @@ function nativeAddons(nodeModules) {
   return packages;
 }
 
-/** Whether every addon loads in this Node (one built for another fails with NODE_MODULE_VERSION). */
+/**
+ * Whether the addons were built for this Node: one built for another fails to load naming
+ * NODE_MODULE_VERSION. (A build directory also holds files that are no Node addon at all, such as
+ * better-sqlite3's test_extension.node, a SQLite extension: those fail otherwise and do not count.)
+ */
 function addonsLoad(addons) {
-  const probe = `for (const f of ${JSON.stringify(addons)}) require(f)`;
+  const probe = `for (const f of ${JSON.stringify(addons)}) try { require(f) } catch (e) { if (/NODE_MODULE_VERSION/.test(e.message)) process.exit(1) }`;
   return spawnSync(process.execPath, ['-e', probe], { stdio: 'ignore' }).status === 0;
 }
 

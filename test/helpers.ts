@@ -28,6 +28,13 @@ export type Dialect = 'sqlite' | 'postgres';
 export const DIALECTS: Dialect[] = (process.env.TEST_DIALECTS?.split(',') as Dialect[] | undefined) ?? ['sqlite', 'postgres'];
 export const POSTGRES_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
+/**
+ * NODE_OPTIONS as this process has it, for a child started with a scrubbed environment: under the
+ * Node setup brought while node_modules are built for another (scripts/node-apart.mjs), it carries
+ * the hook that finds native modules built for this Node.
+ */
+export const nodeOptions = (): { NODE_OPTIONS?: string } => (process.env.NODE_OPTIONS ? { NODE_OPTIONS: process.env.NODE_OPTIONS } : {});
+
 export function tempDir(prefix = 'imgapi-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }

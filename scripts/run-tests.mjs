@@ -176,7 +176,12 @@ async function runInChild() {
   let failed = false;
   for await (const event of stream) {
     if (event.type === 'test:fail') failed = true;
-    if ((event.type === 'test:pass' || event.type === 'test:fail') && event.data.nesting === 0 && event.data.file) {
+    // Only a test file's own tests count (one defined in a helper module names that module).
+    if (
+      (event.type === 'test:pass' || event.type === 'test:fail') &&
+      event.data.nesting === 0 &&
+      files.includes(path.relative(ROOT, event.data.file ?? ''))
+    ) {
       const file = path.relative(ROOT, event.data.file);
       seconds[file] = (seconds[file] ?? 0) + (event.data.details?.duration_ms ?? 0) / 1000;
     }

@@ -54,7 +54,7 @@ FROM node:26-bookworm-slim
 # named volume mounted there starts writable.
 # Documentation, manual pages and message translations are left out (about 100 MB), as Debian's
 # own slim images do; the copyright notices stay.
-COPY scripts/setup.mjs scripts/start.mjs /tmp/setup/
+COPY scripts/setup.mjs scripts/start.mjs scripts/node-runtime.mjs /tmp/setup/
 RUN printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' 'path-exclude /usr/share/man/*' \
       'path-exclude /usr/share/info/*' 'path-exclude /usr/share/locale/*' >/etc/dpkg/dpkg.cfg.d/imgapi-slim \
  && apt-get update -qq \

@@ -34,6 +34,7 @@ import { soakScenario } from './scenarios/soak.js';
 import { aiUpscale } from './scenarios/ai-upscale.js';
 import { aiQuality } from './scenarios/ai-quality.js';
 import { pipelineScenario } from './scenarios/pipeline.js';
+import { conformanceScenario } from './scenarios/conformance.js';
 import { deliveryScenario } from './scenarios/delivery.js';
 import { facesScenario } from './scenarios/faces.js';
 import { jobStatements } from './scenarios/job-statements.js';
@@ -77,6 +78,7 @@ const scenarios: Scenario[] = [
   aiQuality,
   facesScenario,
   pipelineScenario,
+  conformanceScenario,
 ];
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

@@ -12,4 +12,9 @@ if (fs.existsSync(path.join(root, 'src'))) {
   const setup = spawnSync(process.execPath, [path.join(root, 'scripts', 'setup.mjs'), '--build-only'], { stdio: ['ignore', 2, 2], cwd: root });
   if (setup.status !== 0) process.exit(setup.status ?? 1);
 }
+if (fs.existsSync(path.join(root, 'scripts', 'node-runtime.mjs'))) {
+  // Under the Node setup brought when the system's is too old: this script again, there.
+  const { reexecUnderProjectNode } = await import(path.join(root, 'scripts', 'node-runtime.mjs'));
+  await reexecUnderProjectNode(root, fileURLToPath(import.meta.url));
+}
 await import(path.join(root, 'dist', 'src', 'main.js'));

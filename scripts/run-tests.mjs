@@ -1,13 +1,18 @@
 #!/usr/bin/env node
 // Runs the test suite with Node's built-in test runner on TypeScript files through tsx.
 //
-//   node scripts/run-tests.mjs                      every test/**/*.test.ts, sorted
+//   node scripts/run-tests.mjs                      every test/**/*.test.ts
 //   node scripts/run-tests.mjs test/a.test.ts ...   only these files (a directory means its *.test.ts)
-//   node scripts/run-tests.mjs --test-name-pattern=queue   options starting with "-" go to node
+//   node scripts/run-tests.mjs --test-name-pattern=queue   only the tests whose name matches
+//   node scripts/run-tests.mjs --test-concurrency=1        one file at a time (default: 2)
+//   node scripts/run-tests.mjs --record-durations          also writes test/durations.json
 //
+// Files run two at a time, each in its own process (every test makes its own data directory,
+// database and ports), the longest first by test/durations.json (seconds per file, from a
+// recorded run; a file it does not list counts as a minute) so that no long file starts last.
 // Makes sure the local PostgreSQL answers first (starting it when we are root), sets IMGAPI_TEST=1
 // and TEST_POSTGRES_URL for the tests, prints the spec report, then one line "N passed, N failed",
-// and exits with the test runner's exit code.
+// and exits non-zero when a test failed.
 
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -15,10 +20,12 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { projectNode } from './node-runtime.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
-const PER_TEST_TIMEOUT_MS = 600_000;
+// A test (or a whole file) that runs longer fails; IMGAPI_TEST_TIMEOUT_MS raises it for a long run (bench/scenarios/conformance.ts).
+const PER_TEST_TIMEOUT_MS = Number(process.env.IMGAPI_TEST_TIMEOUT_MS) || 600_000;
 
 function note(message) {
   process.stderr.write(`run-tests: ${message}\n`);
@@ -121,86 +128,133 @@ function collectFiles(args) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Counts from the TAP report: its closing "# pass N" / "# fail N" / "# cancelled N" lines.
+// Order: the longest files first
 
-function countsFromTap(file) {
-  let text;
+const DURATIONS = path.join(ROOT, 'test', 'durations.json');
+const UNKNOWN_FILE_SECONDS = 60;
+
+function readDurations() {
   try {
-    text = fs.readFileSync(file, 'utf8');
+    return JSON.parse(fs.readFileSync(DURATIONS, 'utf8'));
   } catch {
-    return undefined;
+    return {};
   }
-  const last = (name) => {
-    const matches = [...text.matchAll(new RegExp(`^# ${name} (\\d+)$`, 'gm'))];
-    return matches.length ? Number(matches[matches.length - 1][1]) : undefined;
-  };
-  const pass = last('pass');
-  const fail = last('fail');
-  if (pass === undefined || fail === undefined) return undefined;
-  // A cancelled test (its file crashed, its parent failed or it timed out) did not pass either.
-  return { pass, fail: fail + (last('cancelled') ?? 0) };
+}
+
+function longestFirst(files) {
+  const seconds = readDurations();
+  const of = (file) => seconds[file] ?? UNKNOWN_FILE_SECONDS;
+  return [...files].sort((a, b) => of(b) - of(a) || a.localeCompare(b));
 }
 
 // ---------------------------------------------------------------------------------------------
+// The run itself happens in a child process started with `--import tsx`, which the test files'
+// processes inherit: node:test's run() keeps the order it is given (the CLI's `--test` sorts).
+
+function option(args, name) {
+  const arg = args.find((a) => a.startsWith(`${name}=`));
+  return arg === undefined ? undefined : arg.slice(name.length + 1);
+}
+
+async function runInChild() {
+  const { run } = await import('node:test');
+  const { spec } = await import('node:test/reporters');
+  const { files, concurrency, namePatterns, only, record } = JSON.parse(process.env.IMGAPI_RUN_TESTS);
+  delete process.env.IMGAPI_RUN_TESTS; // the test files' processes get this environment
+  const stream = run({
+    files: files.map((f) => path.join(ROOT, f)),
+    concurrency,
+    timeout: PER_TEST_TIMEOUT_MS,
+    ...(namePatterns.length ? { testNamePatterns: namePatterns } : {}),
+    only,
+  });
+  const report = stream.compose(spec);
+  report.pipe(process.stdout);
+  const reported = new Promise((resolve) => report.once('end', resolve));
+  const counts = { pass: 0, fail: 0, cancelled: 0 };
+  const seconds = {};
+  let failed = false;
+  for await (const event of stream) {
+    if (event.type === 'test:fail') failed = true;
+    // Only a test file's own tests count (one defined in a helper module names that module).
+    if (
+      (event.type === 'test:pass' || event.type === 'test:fail') &&
+      event.data.nesting === 0 &&
+      files.includes(path.relative(ROOT, event.data.file ?? ''))
+    ) {
+      const file = path.relative(ROOT, event.data.file);
+      seconds[file] = (seconds[file] ?? 0) + (event.data.details?.duration_ms ?? 0) / 1000;
+    }
+    if (event.type === 'test:diagnostic' && event.data.nesting === 0) {
+      const m = /^(pass|fail|cancelled) (\d+)$/.exec(event.data.message);
+      if (m) counts[m[1]] = Number(m[2]);
+    }
+  }
+  await reported;
+  if (record) {
+    const merged = { ...readDurations() };
+    for (const [file, s] of Object.entries(seconds)) merged[file] = Math.round(s * 10) / 10;
+    const sorted = Object.fromEntries(Object.entries(merged).sort(([a], [b]) => a.localeCompare(b)));
+    fs.writeFileSync(DURATIONS, `${JSON.stringify(sorted, null, 2)}\n`);
+    note(`wrote ${path.relative(ROOT, DURATIONS)}`);
+  }
+  // A cancelled test (its file crashed, its parent failed or it timed out) did not pass either.
+  process.stdout.write(`${counts.pass} passed, ${counts.fail + counts.cancelled} failed\n`);
+  return failed || counts.fail + counts.cancelled > 0 ? 1 : 0;
+}
 
 async function main() {
   const args = process.argv.slice(2);
-  const nodeOptions = args.filter((a) => a.startsWith('-'));
-  const files = collectFiles(args.filter((a) => !a.startsWith('-')));
+  const options = args.filter((a) => a.startsWith('-'));
+  const known = ['--test-name-pattern', '--test-concurrency', '--test-only', '--record-durations'];
+  const unknown = options.filter((a) => !known.includes(a.split('=')[0]));
+  if (unknown.length) {
+    note(`unknown option ${unknown.join(' ')}; known: ${known.join(' ')}`);
+    return 2;
+  }
+  const files = longestFirst(collectFiles(args.filter((a) => !a.startsWith('-'))));
   if (files.length === 0) {
     note('no *.test.ts files found under test/');
     process.stdout.write('0 passed, 0 failed\n');
     return 0;
   }
+  const concurrency = Number(option(options, '--test-concurrency') ?? 2);
+  if (!Number.isInteger(concurrency) || concurrency < 1) {
+    note('--test-concurrency takes a whole number from 1');
+    return 2;
+  }
 
-  const env = { ...process.env, IMGAPI_TEST: '1' };
+  // The Node setup brought when the system's is too old (scripts/node-runtime.mjs).
+  const node = projectNode(ROOT);
+  const env = { ...node.env, IMGAPI_TEST: '1' };
   env.TEST_POSTGRES_URL ||= DEFAULT_POSTGRES_URL;
   await ensurePostgres(env.TEST_POSTGRES_URL);
 
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'imgapi-tests-'));
-  const tapFile = path.join(tmp, 'report.tap');
-  try {
-    const child = spawn(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        '--test',
-        '--test-concurrency=1',
-        `--test-timeout=${PER_TEST_TIMEOUT_MS}`,
-        '--test-reporter=spec',
-        '--test-reporter-destination=stdout',
-        '--test-reporter=tap',
-        `--test-reporter-destination=${tapFile}`,
-        ...nodeOptions,
-        ...files,
-      ],
-      { cwd: ROOT, env, stdio: 'inherit' },
-    );
-    const forward = (signal) => child.kill(signal);
-    process.on('SIGINT', forward);
-    process.on('SIGTERM', forward);
-    const { code, signal } = await new Promise((resolve, reject) => {
-      child.once('error', reject);
-      child.once('exit', (code, signal) => resolve({ code, signal }));
-    });
-    process.off('SIGINT', forward);
-    process.off('SIGTERM', forward);
-
-    const counts = countsFromTap(tapFile);
-    if (counts) process.stdout.write(`${counts.pass} passed, ${counts.fail} failed\n`);
-    else note('the test runner left no summary: counts unknown');
-    if (signal) {
-      note(`the test runner was killed by ${signal}`);
-      return 128 + (os.constants.signals[signal] ?? 1);
-    }
-    return code ?? 1;
-  } finally {
-    fs.rmSync(tmp, { recursive: true, force: true });
+  env.IMGAPI_RUN_TESTS = JSON.stringify({
+    files,
+    concurrency: Math.min(concurrency, files.length),
+    namePatterns: options.filter((a) => a.startsWith('--test-name-pattern=')).map((a) => a.slice('--test-name-pattern='.length)),
+    only: options.includes('--test-only'),
+    record: options.includes('--record-durations'),
+  });
+  const child = spawn(node.bin, ['--import', 'tsx', fileURLToPath(import.meta.url)], { cwd: ROOT, env, stdio: 'inherit' });
+  const forward = (signal) => child.kill(signal);
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  const { code, signal } = await new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code, signal) => resolve({ code, signal }));
+  });
+  process.off('SIGINT', forward);
+  process.off('SIGTERM', forward);
+  if (signal) {
+    note(`the test runner was killed by ${signal}`);
+    return 128 + (os.constants.signals[signal] ?? 1);
   }
+  return code ?? 1;
 }
 
-main().then(
+(process.env.IMGAPI_RUN_TESTS ? runInChild() : main()).then(
   (code) => process.exit(code),
   (err) => {
     note(err?.stack ?? String(err));

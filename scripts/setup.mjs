@@ -10,6 +10,13 @@
 // Plain Node, no npm dependencies: it runs before `npm install`. Silent when there is nothing to
 // do; one short line per action taken; exits non-zero with a readable message when a step fails.
 //
+// A system Node older than package.json's `engines` accept (Debian's 20, say): setup brings the
+// current LTS from the npm registry's `node` package into .node/ (git-ignored) and runs itself,
+// `npm start`, `npm test` and bin/imgapi.mjs under it (scripts/node-runtime.mjs), saying so in one
+// line. node_modules are then built for that Node — or, when they are built for another and
+// shared with other checkouts (a link), its native modules are built apart in .node/
+// (scripts/node-apart.mjs) and node_modules are left as they are.
+//
 // Environment:
 //   IMGAPI_SKIP_SYSTEM_PACKAGES=1   skip the Debian package step entirely.
 
@@ -20,6 +27,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { findJemalloc } from './start.mjs';
+import { enginesOf, installNode, PROJECT_NODE_MAJOR, projectNodeDir, runtimeEnv, satisfies } from './node-runtime.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ALL = ['start', 'test', 'bench'];
@@ -332,6 +340,12 @@ function npmDepsState(dir) {
 function ensureNpmDeps(dir) {
   const rel = path.relative(ROOT, dir) || '.';
   if (npmDepsState(dir) === 'ok') return;
+  const nodeModules = path.join(dir, 'node_modules');
+  if (fs.lstatSync(nodeModules, { throwIfNoEntry: false })?.isSymbolicLink()) {
+    // Another checkout's install, shared: installing here would change it under that checkout.
+    note(`${path.relative(ROOT, nodeModules)} is a link to ${fs.realpathSync(nodeModules)}: not installing into it (npm install there)`);
+    return;
+  }
   withLock(REPO_LOCK, 'installing npm packages', () => {
     const state = npmDepsState(dir); // another setup may have done it while we waited
     if (state === 'ok') return;
@@ -480,6 +494,108 @@ function buildSubproject(name, shared = []) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Native modules for the Node that runs setup
+
+/** The compiled addons (build/Release/*.node) of the packages node-gyp builds, by package name. */
+function nativeAddons(nodeModules) {
+  const packages = [];
+  for (const entry of fs.readdirSync(nodeModules, { withFileTypes: true })) {
+    if (entry.name.startsWith('.')) continue;
+    const names = entry.name.startsWith('@') ? fs.readdirSync(path.join(nodeModules, entry.name)).map((n) => `${entry.name}/${n}`) : [entry.name];
+    for (const name of names) {
+      const release = path.join(nodeModules, name, 'build', 'Release');
+      if (!exists(path.join(nodeModules, name, 'binding.gyp')) || !exists(release)) continue;
+      const addons = fs
+        .readdirSync(release)
+        .filter((f) => f.endsWith('.node'))
+        .map((f) => path.join(release, f));
+      packages.push({ name, version: JSON.parse(fs.readFileSync(path.join(nodeModules, name, 'package.json'), 'utf8')).version, addons });
+    }
+  }
+  return packages;
+}
+
+/**
+ * Whether the addons were built for this Node: one built for another fails to load naming
+ * NODE_MODULE_VERSION. (A build directory also holds files that are no Node addon at all, such as
+ * better-sqlite3's test_extension.node, a SQLite extension: those fail otherwise and do not count.)
+ */
+function addonsLoad(addons) {
+  const probe = `for (const f of ${JSON.stringify(addons)}) try { require(f) } catch (e) { if (/NODE_MODULE_VERSION/.test(e.message)) process.exit(1) }`;
+  return spawnSync(process.execPath, ['-e', probe], { stdio: 'ignore' }).status === 0;
+}
+
+/**
+ * Under the Node setup brought: node_modules' native modules must load in it. When they were
+ * built for another Node, they are built for this one in .node/node_modules, at the same
+ * versions, and listed in .node/apart.json for scripts/node-apart.mjs; node_modules stay as
+ * they are. When they load, nothing is apart.
+ */
+function ensureNativeModules() {
+  const dir = projectNodeDir(ROOT);
+  const listing = path.join(dir, 'apart.json');
+  const nodeModules = path.join(ROOT, 'node_modules');
+  if (!exists(nodeModules)) return;
+  const natives = nativeAddons(nodeModules);
+  if (addonsLoad(natives.flatMap((p) => p.addons))) {
+    if (exists(listing)) {
+      note(`node_modules are built for Node ${process.version} now: the native modules in .node/ are no longer used`);
+      fs.rmSync(listing);
+    }
+    return;
+  }
+  const wanted = { abi: process.versions.modules, packages: natives.map((p) => p.name), versions: natives.map((p) => `${p.name}@${p.version}`) };
+  let current;
+  try {
+    current = JSON.parse(fs.readFileSync(listing, 'utf8'));
+  } catch {
+    current = undefined;
+  }
+  if (JSON.stringify(current) === JSON.stringify(wanted)) return;
+  withLock(REPO_LOCK, 'building native modules', () => {
+    note(
+      `node_modules are built for another Node: building ${wanted.versions.join(' ')} for Node ${process.version} in .node/ (node_modules untouched)`,
+    );
+    fs.writeFileSync(
+      path.join(dir, 'package.json'),
+      JSON.stringify(
+        {
+          private: true,
+          dependencies: Object.fromEntries(natives.map((p) => [p.name, p.version])),
+          allowScripts: Object.fromEntries(natives.map((p) => [p.name, true])),
+        },
+        null,
+        2,
+      ),
+    );
+    run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, what: 'the native modules for .node/' });
+    const built = nativeAddons(path.join(dir, 'node_modules')).filter((p) => wanted.packages.includes(p.name));
+    if (!addonsLoad(built.flatMap((p) => p.addons))) fail(`the native modules built in ${dir} do not load in Node ${process.version}`);
+    fs.writeFileSync(listing, `${JSON.stringify(wanted, null, 2)}\n`);
+  });
+}
+
+/**
+ * A system Node that `engines` do not accept: the LTS into .node/ (once), then setup again under
+ * it. Returns its exit code; undefined when this Node is fine.
+ */
+function underProjectNode(argv) {
+  const engines = enginesOf(ROOT);
+  if (satisfies(process.version, engines)) return undefined;
+  let runtime;
+  try {
+    runtime = installNode(PROJECT_NODE_MAJOR, path.join(projectNodeDir(ROOT), 'runtime'), note);
+  } catch (err) {
+    fail(`Node ${process.version} is older than this project supports (${engines}), and bringing Node ${PROJECT_NODE_MAJOR} failed: ${err.message}`);
+  }
+  note(
+    `Node ${process.version} here is older than this project supports (${engines}): setup, npm start, npm test and bin/imgapi.mjs run on Node ${runtime.version} in .node/ (the npm registry's node package)`,
+  );
+  const r = spawnSync(runtime.bin, [fileURLToPath(import.meta.url), ...argv], { stdio: 'inherit', env: runtimeEnv(runtime) });
+  return r.status ?? 1;
+}
+
+// ---------------------------------------------------------------------------------------------
 
 function parseMode(argv) {
   const usage = 'usage: node scripts/setup.mjs [--test | --bench | --build-only | --packages]';
@@ -502,7 +618,11 @@ try {
     process.stdout.write(`${packagesOf(SYSTEM_PACKAGES.filter((row) => row.modes.includes('start'))).join(' ')}\n`);
     process.exit(0);
   }
+  const code = underProjectNode(process.argv.slice(2));
+  if (code !== undefined) process.exit(code);
   ensureNpmDeps(ROOT);
+  // Setup runs under the Node it brought (underProjectNode): that Node's native modules.
+  if (process.execPath.startsWith(projectNodeDir(ROOT) + path.sep)) ensureNativeModules();
   if (mode !== 'build-only') ensureSystemPackages(mode);
   buildServer();
   // The dashboard reads the task statuses from the server and the API's types from the SDK's.

@@ -21,6 +21,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { projectNode } from './node-runtime.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -62,8 +63,10 @@ export function serverEnvironment(env, library) {
 
 function main() {
   const args = process.argv.slice(2);
-  const env = serverEnvironment(process.env, findJemalloc());
-  const child = spawn(process.execPath, [...process.execArgv, path.join(ROOT, 'dist', 'src', 'main.js'), ...(args.length ? args : ['serve'])], {
+  // The Node setup brought when the system's is too old (scripts/node-runtime.mjs).
+  const node = projectNode(ROOT);
+  const env = serverEnvironment(node.env, findJemalloc());
+  const child = spawn(node.bin, [...process.execArgv, path.join(ROOT, 'dist', 'src', 'main.js'), ...(args.length ? args : ['serve'])], {
     env,
     stdio: 'inherit',
     detached: true,

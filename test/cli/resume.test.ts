@@ -6,7 +6,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Client, DIALECTS, REPO_ROOT, corpusFile, tempDir, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, REPO_ROOT, corpusFile, nodeOptions, tempDir, type TestServer } from '../helpers.js';
 import { startHostileApi } from '../hostile-api.js';
 import { startPublicServer } from '../sdk/support.js';
 
@@ -28,7 +28,7 @@ function onTerminal(args: string[], env: Record<string, string>, cwd = REPO_ROOT
   const command = `stty cols 80 rows 24 2>/dev/null; exec ${[process.execPath, MAIN, ...args].map(quote).join(' ')}`;
   const child = spawn('script', ['-qfec', command, '/dev/null'], {
     cwd,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', TERM: 'xterm', COLUMNS: '80', LINES: '24', ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...nodeOptions(), TERM: 'xterm', COLUMNS: '80', LINES: '24', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let screen = '';

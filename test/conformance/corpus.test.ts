@@ -6,6 +6,11 @@
 // - a `reject` file: a 4xx at upload or a failed task with an error code;
 // - compress: never a larger file than the input in the same format, and savedBytes says so.
 // Never a 5xx. Prints a table of counts per kind and outcome.
+//
+// In `npm test`: a sample of the corpus — every file of a format-and-expectation group of up to
+// six, else six spread across the group (its first, its last, four between), 54 of 289 files.
+// The whole corpus (IMGAPI_CONFORMANCE=full) is `npm run bench conformance` (bench/scenarios/
+// conformance.ts): the same checks, more than ten minutes on a 2-core machine.
 import assert from 'node:assert/strict';
 import { isAnimation, OUTPUT_FORMATS } from '../../src/imaging/formats.js';
 import fs from 'node:fs';
@@ -24,7 +29,23 @@ interface Entry {
   exercises: string;
 }
 
-const manifest = (JSON.parse(fs.readFileSync(path.join(CORPUS, 'MANIFEST.json'), 'utf8')) as Entry[]).filter((e) => e.kind === 'image');
+const corpus = (JSON.parse(fs.readFileSync(path.join(CORPUS, 'MANIFEST.json'), 'utf8')) as Entry[]).filter((e) => e.kind === 'image');
+const FULL = process.env.IMGAPI_CONFORMANCE === 'full';
+const SAMPLE_PER_GROUP = 6;
+
+/** Up to SAMPLE_PER_GROUP files of each format and expectation, spread across the group in manifest order. */
+function sample(entries: Entry[]): Entry[] {
+  const groups = new Map<string, Entry[]>();
+  for (const e of entries) groups.set(`${e.format}/${e.expect}`, [...(groups.get(`${e.format}/${e.expect}`) ?? []), e]);
+  const kept = new Set<Entry>();
+  for (const group of groups.values()) {
+    const n = Math.min(group.length, SAMPLE_PER_GROUP);
+    for (let i = 0; i < n; i++) kept.add(group[n === 1 ? 0 : Math.round((i * (group.length - 1)) / (n - 1))]!);
+  }
+  return entries.filter((e) => kept.has(e));
+}
+
+const manifest = FULL ? corpus : sample(corpus);
 const MAX = DEFAULT_PLANS.max;
 // The format table's facts (src/imaging/formats.ts), not a copy of them.
 const WRITABLE: ReadonlySet<string> = new Set(OUTPUT_FORMATS);
@@ -61,7 +82,7 @@ function count(kind: string, outcome: string) {
   outcomes.set(kind, row);
 }
 
-describe('corpus conformance (sqlite, max plan)', () => {
+describe(`corpus conformance (sqlite, max plan, ${FULL ? 'every image' : `${manifest.length} of ${corpus.length} images`})`, () => {
   let server: TestServer;
   let client: Client;
   const uploaded: Uploaded[] = [];

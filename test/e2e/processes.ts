@@ -4,7 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
-import { REPO_ROOT, sleep } from '../helpers.js';
+import { REPO_ROOT, nodeOptions, sleep } from '../helpers.js';
 
 const MAIN_TS = path.join(REPO_ROOT, 'src', 'main.ts');
 /** The built entry point (dist/), for tests that run what `npm start` runs. */
@@ -26,7 +26,7 @@ export function startProc(name: string, args: string[], env: Record<string, stri
   const entry = from === 'build' ? [BUILT_MAIN] : ['--import', 'tsx', MAIN_TS];
   const child = spawn(process.execPath, [...entry, ...args], {
     cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...nodeOptions(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: Record<string, unknown>[] = [];

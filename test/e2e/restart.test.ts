@@ -12,7 +12,7 @@ import sharp from 'sharp';
 import { loadConfig } from '../../src/config.js';
 import { createServices } from '../../src/services.js';
 import { createAccount, createApiKey } from '../../src/accounts/accounts.js';
-import { Client, DIALECTS, REPO_ROOT, corpusFile, freshDatabase, sleep, tempDir } from '../helpers.js';
+import { Client, DIALECTS, REPO_ROOT, corpusFile, freshDatabase, nodeOptions, sleep, tempDir } from '../helpers.js';
 import { freePort } from './processes.js';
 
 const MAIN = path.join(REPO_ROOT, 'dist/src/main.js');
@@ -27,7 +27,7 @@ interface Child {
 function startChild(env: Record<string, string>): Child {
   const child = spawn(process.execPath, [MAIN, 'serve'], {
     cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...nodeOptions(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output: string[] = [];

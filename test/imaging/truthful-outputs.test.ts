@@ -6,14 +6,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import sharp, { type Sharp } from 'sharp';
-import { Client, DIALECTS, corpusFile, startServer, type TestServer } from '../helpers.js';
-
-/** Runs one job on a file and returns the finished task. */
-async function run(client: Client, kind: string, fileId: string, options: Record<string, unknown> = {}): Promise<any> {
-  const response = await client.post(`/api/process/${kind}`, { fileId, ...options });
-  assert.equal(response.status, 202, JSON.stringify(response.body));
-  return client.waitForTask(response.body.data.taskId);
-}
+import { Client, DIALECTS, corpusFile, runJob, startServer, type TestServer } from '../helpers.js';
 
 /** Mean absolute difference of two images' RGBA samples (0–255). */
 async function difference(a: Sharp, b: Sharp): Promise<number> {
@@ -41,13 +34,9 @@ for (const dialect of DIALECTS) {
       // compress's own output, a 1-bit palette of 96 bytes (compress writes few-colour images at their
       // smallest bit depth without the chunks a PNG does without, so PngSuite's basn3p01.png, 112
       // bytes, shrinks): compressed again, nothing is smaller.
-      const first = await run(client, 'compress', await client.uploadOk(corpusFile('pngsuite/basn3p01.png')));
-      assert.equal(first.status, 'completed', JSON.stringify(first.error));
+      const { task: first, output: input } = await runJob(client, 'compress', { fileId: await client.uploadOk(corpusFile('pngsuite/basn3p01.png')) });
       assert.ok(first.result.savedBytes > 0, JSON.stringify(first.result));
-      const input = await client.download(first.outputFileId);
-      const task = await run(client, 'compress', await client.uploadOk(input, 'basn3p01.png'));
-      assert.equal(task.status, 'completed', JSON.stringify(task.error));
-      const output = await client.download(task.outputFileId);
+      const { task, output } = await runJob(client, 'compress', { fileId: await client.uploadOk(input, 'basn3p01.png') });
       assert.ok(output.length <= input.length, `${output.length} bytes from ${input.length}`);
       assert.equal(task.result.size, output.length);
       assert.equal(task.result.inputSize, input.length);
@@ -59,17 +48,18 @@ for (const dialect of DIALECTS) {
 
     it('compress that helps says how much: savedBytes = inputSize − size', async () => {
       const file = corpusFile('images/wikimedia/1Mcolors.png');
-      const task = await run(client, 'compress', await client.uploadOk(file), { format: 'webp' });
-      assert.equal(task.status, 'completed', JSON.stringify(task.error));
+      const { task } = await runJob(client, 'compress', { fileId: await client.uploadOk(file), format: 'webp' });
       const inputSize = fs.statSync(file).size;
       assert.equal(task.result.inputSize, inputSize);
       assert.equal(task.result.savedBytes, Math.max(0, inputSize - task.result.size));
     });
 
     it('a 30-frame GIF to WebP reports the frames the WebP holds', async () => {
-      const task = await run(client, 'convert', await client.uploadOk(corpusFile('images/sharp/rotating-squares.gif')), { format: 'webp' });
-      assert.equal(task.status, 'completed', JSON.stringify(task.error));
-      const meta = await sharp(await client.download(task.outputFileId), { pages: -1 }).metadata();
+      const { task, output } = await runJob(client, 'convert', {
+        fileId: await client.uploadOk(corpusFile('images/sharp/rotating-squares.gif')),
+        format: 'webp',
+      });
+      const meta = await sharp(output, { pages: -1 }).metadata();
       assert.ok(meta.pages! > 1 && meta.pages! < 30, `the encoder kept ${meta.pages} frames`);
       assert.equal(task.result.pages, meta.pages);
     });
@@ -82,9 +72,7 @@ for (const dialect of DIALECTS) {
       it(`${name} on an animated GIF keeps the animation and its timing`, async () => {
         const file = corpusFile('images/sharp/animated-loop-3.gif');
         const source = await sharp(file).metadata();
-        const task = await run(client, kind, await client.uploadOk(file), options);
-        assert.equal(task.status, 'completed', JSON.stringify(task.error));
-        const output = await client.download(task.outputFileId);
+        const { task, output } = await runJob(client, kind, { fileId: await client.uploadOk(file), ...options });
         const meta = await sharp(output, { pages: -1 }).metadata();
         assert.equal(meta.format, 'gif');
         // The rectangle is the one libvips chooses on the first frame alone (a centred cut of
@@ -103,9 +91,8 @@ for (const dialect of DIALECTS) {
 
     it('a smart crop on an animated WebP chooses one rectangle for all frames', async () => {
       const file = corpusFile('images/sharp/rotating-squares.webp');
-      const task = await run(client, 'crop', await client.uploadOk(file), { aspectRatio: '2:1', gravity: 'attention' });
-      assert.equal(task.status, 'completed', JSON.stringify(task.error));
-      const meta = await sharp(await client.download(task.outputFileId), { pages: -1 }).metadata();
+      const { task, output } = await runJob(client, 'crop', { fileId: await client.uploadOk(file), aspectRatio: '2:1', gravity: 'attention' });
+      const meta = await sharp(output, { pages: -1 }).metadata();
       assert.deepEqual([meta.format, meta.width, meta.pageHeight], ['webp', 80, 40]);
       assert.equal(task.result.pages, meta.pages);
       assert.ok(meta.pages! > 1);

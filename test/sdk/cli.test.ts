@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { PDFDocument } from 'pdf-lib';
 import sharp from 'sharp';
 import { deliveryUrlSync, Imgapi } from '../../sdk/node.js';
-import { Client, DIALECTS, REPO_ROOT, corpusFile, tempDir, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, REPO_ROOT, corpusFile, nodeOptions, tempDir, type TestServer } from '../helpers.js';
 import { startPublicServer } from './support.js';
 
 const MAIN = path.join(REPO_ROOT, 'dist', 'src', 'main.js');
@@ -34,7 +34,7 @@ function imgapi(args: string[], env: Record<string, string>, options: { cwd?: st
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [options.bin ? BIN : MAIN, ...args], {
       cwd: options.cwd ?? REPO_ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...nodeOptions(), ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

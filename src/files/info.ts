@@ -8,6 +8,7 @@ import type { PlanLimits } from '../accounts/plans.js';
 import type { DB, FilesTable } from '../db/schema.js';
 import { AppError, TaskError } from '../errors.js';
 import { IMAGE_FORMATS } from '../imaging/formats.js';
+import { detectFacesInFile, type FaceBox } from '../imaging/faces.js';
 import { imageInfo, type ImageInfo } from '../imaging/info.js';
 import type { Previews } from '../imaging/preview.js';
 import { inspect } from '../imaging/source.js';
@@ -27,6 +28,40 @@ export class FileInfos {
     private readonly db: Kysely<DB>,
     private readonly previews: Previews,
   ) {}
+
+  /** Face detections being computed, shared by parallel requests for one file as infos are. */
+  private readonly pendingFaces = new Map<string, Promise<FaceBox[]>>();
+
+  /**
+   * The info of a live file, with the faces in it (`?faces=1`): found once by the face detector
+   * (faces.ts, on its own thread, within the plan's limits) and kept in the same row.
+   */
+  async infoWithFaces(file: FileRecord, limits: PlanLimits, now: number): Promise<ImageInfo & { faces: FaceBox[] }> {
+    const info = await this.info(file, limits, now);
+    if (info.faces) return { ...info, faces: info.faces };
+    let finding = this.pendingFaces.get(file.id);
+    if (!finding) {
+      finding = this.findFaces(file, limits).finally(() => this.pendingFaces.delete(file.id));
+      this.pendingFaces.set(file.id, finding);
+    }
+    const faces = await finding;
+    await this.db
+      .updateTable('file_info')
+      .set({ info: JSON.stringify({ ...info, faces }) })
+      .where('file_id', '=', file.id)
+      .execute();
+    return { ...info, faces };
+  }
+
+  private async findFaces(file: FileRecord, limits: PlanLimits): Promise<FaceBox[]> {
+    const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), ownedTempPrefix('imgapi-faces-')));
+    try {
+      const source = await this.previews.localCopy(file, dir);
+      return await detectFacesInFile(source, file.format, limits).catch((err: unknown) => Promise.reject(unavailable(err)));
+    } finally {
+      await fs.promises.rm(dir, { recursive: true, force: true });
+    }
+  }
 
   /** The info of a live file the caller may read: kept, or computed now and kept. AppError INFO_UNAVAILABLE for documents. */
   async info(file: FileRecord, limits: PlanLimits, now: number): Promise<ImageInfo> {

@@ -274,7 +274,22 @@ const RESOURCES: Record<string, JsonSchema> = {
           'A 64-bit perceptual hash (DCT of a 32 × 32 grey copy), 16 hex digits. Compare two by the number of differing bits: ' +
           'a resized or recompressed copy differs in a few (≤ 10), unrelated photos in about 32.',
       },
-      // `faces` (?faces=1) is added here by the face detector's wiring.
+      faces: {
+        type: 'array',
+        description: "Only with `?faces=1`: every face found, in the upright image's pixels, best score first (empty when there is none).",
+        items: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['left', 'top', 'width', 'height', 'score'],
+          properties: {
+            left: { type: 'integer', minimum: 0 },
+            top: { type: 'integer', minimum: 0 },
+            width: { type: 'integer', minimum: 1 },
+            height: { type: 'integer', minimum: 1 },
+            score: { type: 'number', minimum: 0, maximum: 1, description: "The detector's confidence." },
+          },
+        },
+      },
     },
     examples: [
       {

@@ -24,6 +24,8 @@ export interface ImageInfo {
   blurhash: string;
   thumbhash: string;
   phash: string;
+  /** The faces found, once `?faces=1` has asked for them (kept with the rest from then on). */
+  faces?: { left: number; top: number; width: number; height: number; score: number }[];
 }
 
 /** Colours in the palette, at most. */

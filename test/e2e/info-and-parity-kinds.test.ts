@@ -3,8 +3,9 @@
 // on the operations themselves (test/operations/adjust-trim-extend.test.ts); this is the contract.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import path from 'node:path';
 import sharp from 'sharp';
-import { Client, DIALECTS, corpusFile, startServer, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, REPO_ROOT, corpusFile, startServer, type TestServer } from '../helpers.js';
 
 for (const dialect of DIALECTS) {
   describe(`info and the parity kinds (${dialect})`, () => {
@@ -37,6 +38,26 @@ for (const dialect of DIALECTS) {
       assert.equal(kept.length, 1, 'kept in file_info');
       // Asked again: the kept answer, byte for byte.
       assert.deepEqual((await client.get(`/api/files/${photo}/info`)).body.data, info);
+    });
+
+    it('?faces=1 adds the faces the detector finds, found once and kept; without it no faces field', async () => {
+      // The face-api package's own sample photo, three faces labelled in test/fixtures/faces.json.
+      const group = await client.uploadOk(path.join(REPO_ROOT, 'node_modules/@vladmandic/face-api/demo/sample1.jpg'));
+      const plain = (await client.get(`/api/files/${group}/info`)).body.data;
+      assert.equal('faces' in plain, false);
+      const asked = await client.get(`/api/files/${group}/info?faces=1`);
+      assert.equal(asked.status, 200, JSON.stringify(asked.body));
+      const faces = asked.body.data.faces as { left: number; top: number; width: number; height: number; score: number }[];
+      assert.ok(faces.length >= 3, JSON.stringify(faces));
+      // The labelled face at (414, 353) 177 × 240 holds a detection's centre.
+      assert.ok(
+        faces.some((f) => Math.abs(f.left + f.width / 2 - 502) < 90 && Math.abs(f.top + f.height / 2 - 473) < 120),
+        JSON.stringify(faces),
+      );
+      assert.deepEqual({ ...asked.body.data, faces: undefined }, { ...plain, faces: undefined });
+      // Kept: the next ask is the same answer, and a plain ask still leaves faces out.
+      assert.deepEqual((await client.get(`/api/files/${group}/info?faces=true`)).body.data.faces, faces);
+      assert.equal('faces' in (await client.get(`/api/files/${group}/info`)).body.data, false);
     });
 
     it('an image without EXIF answers null for exif and gps; alpha and frames are told', async () => {

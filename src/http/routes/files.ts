@@ -253,8 +253,19 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
           '(PDFs, presentations, ZIPs) and images past the pixel limits or that cannot be decoded: 415 INFO_UNAVAILABLE. While every ' +
           'preview slot is busy: 503 SERVICE_UNAVAILABLE with `Retry-After`.',
         params: idParam('fileId', 'file'),
-        // `faces` (?faces=1) joins here once the face detector is wired in.
-        querystring: { type: 'object', additionalProperties: false, properties: {} },
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            faces: {
+              type: 'string',
+              enum: ['0', '1', 'true', 'false'],
+              description:
+                'With 1 (or true), `faces` lists every face the detector finds (the model faces and redact use), in the upright ' +
+                "image's pixels, best score first; found once and kept with the rest.",
+            },
+          },
+        },
         response: apiResponses({ 200: jsonData("The image's info", 'FileInfo') }, [
           ...API_READ,
           ...VALIDATED,
@@ -265,11 +276,12 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
         ]),
       },
     },
-    async (request: FastifyRequest<{ Params: { fileId: string } }>) => {
+    async (request: FastifyRequest<{ Params: { fileId: string }; Querystring: { faces?: string } }>) => {
       const now = clock.now();
       const file = await getLiveFile(database.db, request.account.id, request.params.fileId, now);
-      const info = await infos.info(file, request.limits, now);
-      // Faces: with ?faces=1, the face detector (src/imaging/faces.ts) adds `faces` to this answer (not kept with the rest).
+      const withFaces = request.query.faces === '1' || request.query.faces === 'true';
+      if (withFaces) return { success: true, data: await infos.infoWithFaces(file, request.limits, now) };
+      const { faces: _kept, ...info } = await infos.info(file, request.limits, now);
       return { success: true, data: info };
     },
   );

@@ -212,7 +212,9 @@ export interface paths {
         put?: never;
         /**
          * Compress an image
-         * @description Re-encodes the image smaller: mozjpeg for JPEG, a quantised palette for PNG, tuned WebP/AVIF. `targetSize` searches the quality for the largest output that fits; without a fit the task fails with TARGET_SIZE_UNREACHABLE. Never larger than the input in the same format: when re-encoding does not help, the output is a lossless rewrite (PNG) or, failing that, the input's bytes as they are (metadata included), and `result.savedBytes` is 0. `quality: "auto"` searches the quality for the smallest output whose SSIM (luma, full resolution up to 2 megapixels, both sides reduced past that) to the input is at least 0.99, lossless where no quality keeps it and the format can be; `result.quality` (absent when lossless) and `result.ssim` report it.
+         * @description Re-encodes the image smaller: mozjpeg for JPEG, a quantised palette for PNG, tuned WebP/AVIF. `targetSize` searches the quality for the largest output that fits (`result.quality` reports it); without a fit the task fails with TARGET_SIZE_UNREACHABLE. Never larger than the input in the same format: when re-encoding does not help, the output is a lossless rewrite (PNG) or, failing that, the input's bytes as they are (metadata included), and `result.savedBytes` is 0. `quality: "auto"` searches the quality for the smallest output whose SSIM (luma, full resolution up to 2 megapixels, both sides reduced past that) to the input is at least 0.99, lossless where no quality keeps it and the format can be; `result.quality` (absent when lossless) and `result.ssim` report it.
+         *
+         *     `result` adds: `inputSize` (Bytes of the input.); `savedBytes` (inputSize − size, or 0 when the output is not smaller.); `quality` (The quality a search chose: with `targetSize`, the highest that fits; with `quality: "auto"`, the lowest that keeps `ssim` (absent when the output is lossless or the input's own bytes).); `ssim` (With `quality: "auto"`: SSIM of the output to the input (1 when the output is lossless or the input itself).).
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -256,7 +258,9 @@ export interface paths {
         put?: never;
         /**
          * Resize an image
-         * @description Scales to `width` and/or `height`. `fit` decides how the box is filled: `inside` (default) keeps the aspect ratio within the box, `cover` fills it and crops (at `position`; `attention` and `entropy` choose the crop by content), `contain` letterboxes on `background`, `fill` stretches, `outside` covers without cropping. Animations are resized frame by frame.
+         * @description Scales to `width` and/or `height`. `fit` decides how the box is filled: `inside` (default) keeps the aspect ratio within the box, `cover` fills it and crops (at `position`; `attention` and `entropy` choose the crop by content), `contain` letterboxes on `background`, `fill` stretches, `outside` covers without cropping. Never enlarges unless `withoutEnlargement: false`: an image smaller than the box keeps its size and `result.sizeKept` is true. Animations are resized frame by frame.
+         *
+         *     `result` adds: `sizeKept` (Present when the image was smaller than the box and kept its size (`withoutEnlargement`, the default).).
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -522,6 +526,8 @@ export interface paths {
          * Enlarge an image
          * @description Enlarges by `factor` (2, 3 or 4) or to a `width` or `height`, keeping the aspect ratio, with Lanczos resampling and a light unsharp mask to restore edge contrast, or with `model: "esrgan"` a super-resolution network run on the CPU, which restores detail Lanczos blurs (slower: seconds per megapixel; inputs up to the plan's `maxAiUpscalePixels`). Outputs are capped at 16384 px per side and at the plan's pixel limit.
          *
+         *     `result` adds: `model` (The model that enlarged it: `lanczos` or `esrgan`.).
+         *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
         post: operations["processUpscale"];
@@ -586,7 +592,9 @@ export interface paths {
         put?: never;
         /**
          * Presentation slides to images
-         * @description Renders each slide the presentation shows (PPTX, PPSX, PPT or ODP; hidden slides are skipped) as an image `width` pixels wide (default 1920; the height follows the slide's aspect), in `format` png (default), jpeg or webp. `pages` selects slides, e.g. "1-3,5", numbering the slides shown; images come in slide order. The completed task lists the images in `outputFileIds`, and `outputFileId` is a ZIP of them all. `result` describes the ZIP — `format` "zip", `size` (its bytes), `pages` (the number of images) — and the slides: `imageFormat`, the first image's `width` and `height`, `slides` (their slide numbers). Macros in the presentation never run. Fails with CONVERSION_FAILED (a file LibreOffice cannot load), CONVERSION_TIMEOUT or DOCUMENT_ENCRYPTED (password-protected).
+         * @description Renders each slide the presentation shows (PPTX, PPSX, PPT or ODP; hidden slides are skipped) as an image `width` pixels wide (default 1920; the height follows the slide's aspect), in `format` png (default), jpeg or webp. `pages` selects slides, e.g. "1-3,5", numbering the slides shown; images come in slide order. The completed task lists the images in `outputFileIds`, and `outputFileId` is a ZIP of them all. `result` describes the ZIP — `format` "zip", `size` (its bytes), `pages` (the number of images) — and the slides: `imageFormat`, the first image's `width` and `height`, `slides` (their slide numbers), `slideCount` (the slides the presentation shows). Images are named `<deck>.slide-<n>.<ext>` and the ZIP `<deck>.slides.zip`. Macros in the presentation never run. Fails with CONVERSION_FAILED (a file LibreOffice cannot load), CONVERSION_TIMEOUT or DOCUMENT_ENCRYPTED (password-protected).
+         *
+         *     `result` adds: `imageFormat` (The slide images' format.); `slides` (The slide numbers rendered, in order.); `slideCount` (The slides the presentation shows (hidden ones not counted), rendered or not.).
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -609,6 +617,8 @@ export interface paths {
         /**
          * Run several transforms in one task
          * @description Applies 1–10 `steps` in order — `resize`, `crop`, `rotate`, `flip`, `watermark`, `upscale`, each with the options of its kind (but `format` and `quality`) — to one decode of the input, and encodes once at the end with the trailing `format`, `quality`, `targetSize`, `lossless` and `keepMetadata` (as compress takes them). One task, charged once. Each step is validated by its kind's schema; errors name the step (`steps[1].width`). The plan's limits apply to every intermediate result; a size the options decide is checked when the task is queued. Animations and EXIF orientation are handled as by a single job. `result` adds `inputSize` and `savedBytes`, as compress reports them.
+         *
+         *     `result` adds: `inputSize` (Bytes of the input.); `savedBytes` (inputSize − size, or 0 when the output is not smaller.); `quality` (The quality a search chose: with `targetSize`, the highest that fits; with `quality: "auto"`, the lowest that keeps `ssim` (absent when the output is lossless or the input's own bytes).); `ssim` (With `quality: "auto"`: SSIM of the output to the input (1 when the output is lossless or the input itself).).
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -1260,14 +1270,12 @@ export interface components {
             };
         };
         /**
-         * @description The output `outputFileId` names: its format, size and dimensions, `pages` for the frames or pages it holds; kinds that change the size add `inputSize` and `savedBytes`. For presentation-to-images it describes the ZIP (`format` "zip", its `size`, `pages` = images) and adds `imageFormat`, `width` and `height` of the slide images and `slides` (the slide numbers rendered).
+         * @description The output `outputFileId` names: its format, size and dimensions, `pages` for the frames or pages it holds; then the fields its kind adds, each named with the kinds that report it (for presentation-to-images the first fields describe the ZIP: `format` "zip", its `size`, `pages` = images, and `width`, `height` those of the slide images).
          * @example {
          *       "format": "webp",
          *       "size": 391220,
          *       "width": 1600,
-         *       "height": 1200,
-         *       "inputSize": 2481337,
-         *       "savedBytes": 2090117
+         *       "height": 1200
          *     }
          */
         TaskResult: {
@@ -1277,23 +1285,33 @@ export interface components {
             width?: number;
             height?: number;
             pages?: number;
-            /** @description Bytes of the input. */
+            /** @description compress, pipeline: Bytes of the input. */
             inputSize?: number;
-            /** @description inputSize − size, or 0 when the output is not smaller. */
+            /** @description compress, pipeline: inputSize − size, or 0 when the output is not smaller. */
             savedBytes?: number;
-            /** @description compress with quality "auto": the quality chosen (absent when the output is lossless). */
+            /** @description compress, pipeline: The quality a search chose: with `targetSize`, the highest that fits; with `quality: "auto"`, the lowest that keeps `ssim` (absent when the output is lossless or the input's own bytes). */
             quality?: number;
-            /** @description compress with quality "auto": SSIM of the output to the input (1 when the output is lossless or the input itself). */
+            /** @description compress, pipeline: With `quality: "auto"`: SSIM of the output to the input (1 when the output is lossless or the input itself). */
             ssim?: number;
             /**
-             * @description presentation-to-images: the slide images' format.
+             * @description resize: Present when the image was smaller than the box and kept its size (`withoutEnlargement`, the default).
+             * @enum {boolean}
+             */
+            sizeKept?: true;
+            /**
+             * @description upscale: The model that enlarged it: `lanczos` or `esrgan`.
+             * @enum {string}
+             */
+            model?: "lanczos" | "esrgan";
+            /**
+             * @description presentation-to-images: The slide images' format.
              * @enum {string}
              */
             imageFormat?: "png" | "jpeg" | "webp";
-            /** @description presentation-to-images: the slide numbers rendered, in order. */
+            /** @description presentation-to-images: The slide numbers rendered, in order. */
             slides?: number[];
-        } & {
-            [key: string]: unknown;
+            /** @description presentation-to-images: The slides the presentation shows (hidden ones not counted), rendered or not. */
+            slideCount?: number;
         };
         /**
          * @example {
@@ -1314,9 +1332,7 @@ export interface components {
          *         "format": "webp",
          *         "size": 391220,
          *         "width": 1600,
-         *         "height": 1200,
-         *         "inputSize": 2481337,
-         *         "savedBytes": 2090117
+         *         "height": 1200
          *       },
          *       "attempts": 1,
          *       "createdAt": "2026-05-04T09:30:00.000Z",
@@ -1395,9 +1411,7 @@ export interface components {
          *             "format": "webp",
          *             "size": 391220,
          *             "width": 1600,
-         *             "height": 1200,
-         *             "inputSize": 2481337,
-         *             "savedBytes": 2090117
+         *             "height": 1200
          *           },
          *           "attempts": 1,
          *           "createdAt": "2026-05-04T09:30:00.000Z",
@@ -1503,9 +1517,7 @@ export interface components {
          *             "format": "webp",
          *             "size": 391220,
          *             "width": 1600,
-         *             "height": 1200,
-         *             "inputSize": 2481337,
-         *             "savedBytes": 2090117
+         *             "height": 1200
          *           },
          *           "attempts": 1,
          *           "createdAt": "2026-05-04T09:30:00.000Z",
@@ -2362,7 +2374,7 @@ export interface components {
              * @example #ffffff
              */
             background?: string;
-            /** @description Never make the image larger than it is. */
+            /** @description Default true: an image smaller than the box keeps its size (`result.sizeKept` says so) rather than being enlarged; `false` enlarges it to the box (or use upscale). */
             withoutEnlargement?: boolean;
             /**
              * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG.
@@ -2419,7 +2431,7 @@ export interface components {
              * @example #ffffff
              */
             background?: string;
-            /** @description Never make the image larger than it is. */
+            /** @description Default true: an image smaller than the box keeps its size (`result.sizeKept` says so) rather than being enlarged; `false` enlarges it to the box (or use upscale). */
             withoutEnlargement?: boolean;
         };
         /**
@@ -12433,9 +12445,7 @@ export interface operations {
                      *           "format": "webp",
                      *           "size": 391220,
                      *           "width": 1600,
-                     *           "height": 1200,
-                     *           "inputSize": 2481337,
-                     *           "savedBytes": 2090117
+                     *           "height": 1200
                      *         },
                      *         "attempts": 1,
                      *         "createdAt": "2026-05-04T09:30:00.000Z",
@@ -12902,9 +12912,7 @@ export interface operations {
                      *               "format": "webp",
                      *               "size": 391220,
                      *               "width": 1600,
-                     *               "height": 1200,
-                     *               "inputSize": 2481337,
-                     *               "savedBytes": 2090117
+                     *               "height": 1200
                      *             },
                      *             "attempts": 1,
                      *             "createdAt": "2026-05-04T09:30:00.000Z",
@@ -13124,9 +13132,7 @@ export interface operations {
                      *               "format": "webp",
                      *               "size": 391220,
                      *               "width": 1600,
-                     *               "height": 1200,
-                     *               "inputSize": 2481337,
-                     *               "savedBytes": 2090117
+                     *               "height": 1200
                      *             },
                      *             "attempts": 1,
                      *             "createdAt": "2026-05-04T09:30:00.000Z",
@@ -13388,9 +13394,7 @@ export interface operations {
                      *               "format": "webp",
                      *               "size": 391220,
                      *               "width": 1600,
-                     *               "height": 1200,
-                     *               "inputSize": 2481337,
-                     *               "savedBytes": 2090117
+                     *               "height": 1200
                      *             },
                      *             "attempts": 1,
                      *             "createdAt": "2026-05-04T09:30:00.000Z",

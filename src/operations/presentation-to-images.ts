@@ -179,7 +179,14 @@ export const presentationToImages: Operation<typeof optionsSchema> = {
       ],
       bundled: true,
       // `result` describes outputFileId, the ZIP (format, size, pages from it), and the slides.
-      result: { imageFormat: format, width: first.width, height: first.height, pages: ordered.length, slides: selection.pages, slideCount: info.pages },
+      result: {
+        imageFormat: format,
+        width: first.width,
+        height: first.height,
+        pages: ordered.length,
+        slides: selection.pages,
+        slideCount: info.pages,
+      },
     };
   },
 };

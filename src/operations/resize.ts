@@ -1,7 +1,17 @@
 import { FITS, resizedSize, type Size } from '../imaging/geometry.js';
 import { MAX_OUTPUT_SIDE } from '../imaging/limits.js';
 import { coverResize } from '../imaging/smart-crop.js';
-import { GRAVITIES, SHARP_GRAVITY, SMART_GRAVITIES, checkColour, colourOption, imageOutputOptions, runSingleImage, sizeTag, tagged } from './common.js';
+import {
+  GRAVITIES,
+  SHARP_GRAVITY,
+  SMART_GRAVITIES,
+  checkColour,
+  colourOption,
+  imageOutputOptions,
+  runSingleImage,
+  sizeTag,
+  tagged,
+} from './common.js';
 import type { FieldError, Operation, OptionsOf } from './types.js';
 
 const side = (what: string) =>

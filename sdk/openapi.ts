@@ -728,7 +728,7 @@ export interface paths {
         };
         /**
          * Download a finished batch's outputs as one ZIP
-         * @description A ZIP, streamed, of every completed output in batch order, named `NNN-<input name>.<ext>` (NNN counts from 001), plus `manifest.json`: each task's `taskId`, `input` (`fileId`, `filename`), `status`, the `file` it became in the ZIP, and `error` for a failed task (an output already expired or deleted is listed with `expired: true`). 409 `BATCH_NOT_FINISHED` while a task is queued or processing.
+         * @description A ZIP, streamed, of every completed output in batch order, named `NNN-<output name>` (NNN counts from 001; the output's own name, `<input stem>.<tag>.<ext>`, as `GET /api/download` gives it), plus `manifest.json`: each task's `taskId`, `input` (`fileId`, `filename`), `status`, the `file` it became in the ZIP, and `error` for a failed task (an output already expired or deleted is listed with `expired: true`). 409 `BATCH_NOT_FINISHED` while a task is queued or processing.
          *
          *     Every entry is stored (images are compressed already) and dated by its output, so the ZIP is the same bytes for as long as its outputs are the same: its `Content-Length` is known before it is sent, and its `ETag` names those bytes.
          */

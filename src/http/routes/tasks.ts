@@ -8,7 +8,6 @@ import { isFinished, TASK_STATUSES } from '../../db/schema.js';
 import { cancelTask, cancelTasks, finishedBatch, getBatch, getTask, listTasks, taskToApi, type BatchArchiveEntry } from '../../tasks/tasks.js';
 import { safeFilename } from '../../files/upload.js';
 import { LongPolls } from '../../tasks/long-poll.js';
-import { extensionOf } from '../../imaging/formats.js';
 import { paginationQuery } from '../pagination.js';
 import { API_READ, API_SECURITY, API_WRITE, VALIDATED, apiResponses, bytes, jsonData } from '../openapi.js';
 import { CANCELED_TASK_EXAMPLE, idParam } from '../schemas.js';

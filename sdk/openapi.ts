@@ -1344,7 +1344,7 @@ export interface components {
             /** @description The task's id. */
             taskId: string;
             /**
-             * @description The job kind.
+             * @description The task's kind: the `{kind}` of `POST /api/process/{kind}` that queued it (the contract names the field `type`).
              * @enum {string}
              */
             type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "image-to-pdf" | "presentation-to-images" | "pipeline";

@@ -298,7 +298,11 @@ const RESOURCES: Record<string, JsonSchema> = {
     additionalProperties: false,
     properties: {
       taskId: id('task', "The task's id."),
-      type: { type: 'string', enum: OPERATIONS.map((op) => op.kind), description: 'The job kind.' },
+      type: {
+        type: 'string',
+        enum: OPERATIONS.map((op) => op.kind),
+        description: "The task's kind: the `{kind}` of `POST /api/process/{kind}` that queued it (the contract names the field `type`).",
+      },
       status: {
         type: 'string',
         enum: [...TASK_STATUSES],
@@ -578,7 +582,7 @@ const RESOURCES: Record<string, JsonSchema> = {
   },
 };
 
-// Job kinds -------------------------------------------------------------------------------
+// Kinds -------------------------------------------------------------------------------
 
 /** `image-to-pdf` → `ImageToPdf`: the stem of a kind's schema names. */
 export const kindName = (kind: string): string => kind.replace(/(^|-)([a-z])/g, (_m, _dash, c: string) => c.toUpperCase());

@@ -10,7 +10,7 @@
 //   alpha    flattened onto the background where the output format has no alpha
 //   encode   the format's encoder, or a search of its quality for a target size  (encode.ts)
 //
-// Each job kind supplies only its step (JobStep.transform); the order, the limits and the
+// Each kind supplies only its step (JobStep.transform); the order, the limits and the
 // encoders live here and in the modules named above. The deadline is checked between steps and
 // handed to libvips. A sharp object applies its operations in a fixed order, not the order they
 // are called in: between two steps the image is therefore written out losslessly (an

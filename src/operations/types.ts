@@ -1,4 +1,4 @@
-// What every job kind provides. Routes, validation, the OpenAPI document and the dashboard's
+// What every kind provides. Routes, validation, the OpenAPI document and the dashboard's
 // forms are all derived from these modules (see registry.ts).
 import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import type { PlanLimits } from '../accounts/plans.js';
@@ -122,7 +122,7 @@ export interface ResultSchema {
 }
 
 /**
- * A job kind whose options are described by the schema `S`; their type is read from it. One
+ * A kind whose options are described by the schema `S`; their type is read from it. One
  * module per kind (src/operations/<kind>.ts) and one line in registry.ts: routes, validation,
  * the OpenAPI document, SDK types, CLI options, dashboard forms, output names and docs/kinds.md
  * are derived from these members.

@@ -371,8 +371,8 @@ class Run {
 
   /**
    * Whether the input's output exists already (then it is not sent: no upload, no charge):
-   * `<dir>/<name>[.<tag>].<ext>` for the format asked, or for any format the service writes when
-   * none is asked (neither the format nor the service's tag is known before the task has run);
+   * `<dir>/<name>[.<kind>…].<ext>` for the format asked, or for any format the service writes when
+   * none is asked (neither the format nor the service's whole tag is known before the task has run);
    * a name that is another input's (`photo.small.webp` is not `photo`'s) does not count. Never
    * with --overwrite.
    */
@@ -382,13 +382,16 @@ class Run {
     const formats = typeof asked === 'string' && isFormat(asked) ? [asked] : OUTPUT_FORMATS;
     const stem = this.stems.get(entry.files[0]!)!;
     const extensions = new Set(formats.map((format) => `.${extensionOf(format)}`));
+    // A tag starts with its kind's name (a pipeline's, with its first step's): another kind's output is not this one's.
+    const steps = this.jobOptions.steps;
+    const lead = Array.isArray(steps) && typeof steps[0]?.kind === 'string' ? (steps[0].kind as string) : this.info.kind;
     const others = [...this.stems.values()].filter((other) => other !== stem && other.startsWith(`${stem}.`));
     const existing = fs.existsSync(this.outputDir) ? fs.readdirSync(this.outputDir) : [];
     const found = existing
       .filter((name) => name.startsWith(stem) && extensions.has(path.extname(name)))
       .filter((name) => {
         const tag = name.slice(stem.length, -path.extname(name).length);
-        return (tag === '' || TAG.test(tag)) && !others.some((other) => name.startsWith(`${other}.`));
+        return (tag === '' || (TAG.test(tag) && tag.startsWith(`.${lead}`))) && !others.some((other) => name.startsWith(`${other}.`));
       })
       .map((name) => path.join(this.outputDir, name))
       .find((candidate) => !this.inputs.has(candidate));

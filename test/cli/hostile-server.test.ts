@@ -167,16 +167,16 @@ describe('imgapi client commands against a hostile server', () => {
     assert.deepEqual(fs.readdirSync(out).sort(), expected);
     assert.deepEqual(filesUnder(root), [...inputs, 'out', ...expected.map((name) => path.join('out', name))].sort());
 
-    // Again: every output exists, so none is replaced: an input whose `<name>[.<tag>].<ext>` exists
-    // for a format the service writes (a deck's `.slide-<n>` ones too) is skipped before upload; the
-    // others (.bin) fail when written.
+    // Again: every output exists, so none is replaced: an input whose `<name>[.<kind>…].<ext>` exists
+    // for a format the service writes is skipped before upload; the others (.bin, slides, whose tag is
+    // not convert's) fail when written.
     fs.writeFileSync(path.join(out, 'in0.bin'), 'mine');
     const again = await imgapi([...args, '--json']);
     assert.equal(again.code, 1, show(again));
     const report = JSON.parse(again.stdout);
     assert.deepEqual(
       report.files.map((file: { status: string; error?: { code: string } }) => file.error?.code ?? file.status),
-      inputs.map((input) => (['in7.jpg', 'in8.jpg', 'deck.jpg'].includes(input) ? 'skipped' : 'FILE_EXISTS')),
+      inputs.map((input) => (['in7.jpg', 'in8.jpg'].includes(input) ? 'skipped' : 'FILE_EXISTS')),
     );
     assert.equal(fs.readFileSync(path.join(out, 'in0.bin'), 'utf8'), 'mine');
     assert.deepEqual(fs.readdirSync(out).sort(), expected, 'no partial file left');

@@ -21,10 +21,11 @@ export { verifyWebhook, WebhookSignatureError, type VerifyWebhookOptions, type W
 /** A path, a Buffer or bytes, a Blob, or a stream (a Node Readable or a web ReadableStream). */
 export type NodeSource = string | BrowserSource | NodeJS.ReadableStream | ReadableStream<Uint8Array>;
 /**
- * A path (a directory: the file keeps the service's name, made safe and kept inside it), a Node
- * Writable or a web WritableStream.
+ * A path (a directory: the file keeps the service's name, made safe and kept inside it), a
+ * function choosing the path once the service's name is known (`(file) => path`: the file's
+ * `filename`, already made safe), a Node Writable or a web WritableStream.
  */
-export type NodeDestination = string | NodeJS.WritableStream | WritableStream<Uint8Array>;
+export type NodeDestination = string | ((file: DownloadResult) => string) | NodeJS.WritableStream | WritableStream<Uint8Array>;
 
 /** deliveryUrl() without the await: signed with node:crypto. */
 export function deliveryUrlSync(source: DeliverySource, transform: string | Transform | undefined, options: DeliveryUrlOptions): string {
@@ -90,6 +91,7 @@ export class Imgapi extends ImgapiBase<NodeSource, NodeDestination> {
       await body.pipeTo(destination);
       return file;
     }
+    if (typeof destination === 'function') destination = destination(file);
     if (typeof destination !== 'string') {
       await pipeline(Readable.fromWeb(body as import('node:stream/web').ReadableStream<Uint8Array>), destination);
       return file;

@@ -232,7 +232,9 @@ export interface paths {
         put?: never;
         /**
          * Compress an image
-         * @description Re-encodes the image smaller: mozjpeg for JPEG, a quantised palette for PNG, tuned WebP/AVIF. `targetSize` searches the quality for the largest output that fits; without a fit the task fails with TARGET_SIZE_UNREACHABLE. Never larger than the input in the same format: when re-encoding does not help, the output is a lossless rewrite (PNG) or, failing that, the input's bytes as they are (metadata included), and `result.savedBytes` is 0. `quality: "auto"` searches the quality for the smallest output whose SSIM (luma, full resolution up to 2 megapixels, both sides reduced past that) to the input is at least 0.99, lossless where no quality keeps it and the format can be; `result.quality` (absent when lossless) and `result.ssim` report it.
+         * @description Re-encodes the image smaller: mozjpeg for JPEG, a quantised palette for PNG, tuned WebP/AVIF. `targetSize` searches the quality for the largest output that fits (`result.quality` reports it); without a fit the task fails with TARGET_SIZE_UNREACHABLE. Never larger than the input in the same format: when re-encoding does not help, the output is a lossless rewrite (PNG) or, failing that, the input's bytes as they are (metadata included), and `result.savedBytes` is 0. `quality: "auto"` searches the quality for the smallest output whose SSIM (luma, full resolution up to 2 megapixels, both sides reduced past that) to the input is at least 0.99, lossless where no quality keeps it and the format can be; `result.quality` (absent when lossless) and `result.ssim` report it.
+         *
+         *     `result` adds: `inputSize` (Bytes of the input.); `savedBytes` (inputSize − size, or 0 when the output is not smaller.); `quality` (The quality a search chose: with `targetSize`, the highest that fits; with `quality: "auto"`, the lowest that keeps `ssim` (absent when the output is lossless or the input's own bytes).); `ssim` (With `quality: "auto"`: SSIM of the output to the input (1 when the output is lossless or the input itself).).
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -276,7 +278,9 @@ export interface paths {
         put?: never;
         /**
          * Resize an image
-         * @description Scales to `width` and/or `height`. `fit` decides how the box is filled: `inside` (default) keeps the aspect ratio within the box, `cover` fills it and crops (at `position`; `attention` and `entropy` choose the crop by content, `face` centres it on the faces found, else as `attention`), `contain` letterboxes on `background`, `fill` stretches, `outside` covers without cropping. Animations are resized frame by frame.
+         * @description Scales to `width` and/or `height`. `fit` decides how the box is filled: `inside` (default) keeps the aspect ratio within the box, `cover` fills it and crops (at `position`; `attention` and `entropy` choose the crop by content, `face` centres it on the faces found, else as `attention`), `contain` letterboxes on `background`, `fill` stretches, `outside` covers without cropping. Never enlarges unless `withoutEnlargement: false`: an image smaller than the box keeps its size and `result.sizeKept` is true. Animations are resized frame by frame.
+         *
+         *     `result` adds: `sizeKept` (Present when the image was smaller than the box and kept its size (`withoutEnlargement`, the default).).
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -542,6 +546,8 @@ export interface paths {
          * Enlarge an image
          * @description Enlarges by `factor` (2, 3 or 4) or to a `width` or `height`, keeping the aspect ratio, with Lanczos resampling and a light unsharp mask to restore edge contrast, or with `model: "esrgan"` a super-resolution network run on the CPU, which restores detail Lanczos blurs (slower: seconds per megapixel; inputs up to the plan's `maxAiUpscalePixels`). Outputs are capped at 16384 px per side and at the plan's pixel limit.
          *
+         *     `result` adds: `model` (The model that enlarged it: `lanczos` or `esrgan`.).
+         *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
         post: operations["processUpscale"];
@@ -585,6 +591,8 @@ export interface paths {
         /**
          * Hide faces and regions
          * @description Pixelates (default), blurs or fills every face — found on the CPU by a face detector shipped with the service, with a margin that takes in hair and chin — and/or the `regions` given. `faces: false` covers the regions only. `result.regions` lists what was covered (`source` `face`, with the detector’s `score`, or `region`), in pixels of the upright image. An animation is redacted frame by frame.
+         *
+         *     `result` adds: `regions` (What was covered, in the upright image's pixels: each face found (with the detector's `score`) and each region given.).
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -673,6 +681,8 @@ export interface paths {
         /**
          * Cut away a uniform border
          * @description Cuts away the border of one colour — the top-left pixel’s, or `background` — where pixels differ from it by at most `threshold` (0–255, default 10); transparent borders are cut too. An image that is all border is returned whole. `result.trimmed` says whether anything was cut, and `result.offsetLeft`, `result.offsetTop` where the kept area was in the (upright) input. An animation is cut by one box that holds the content of every frame.
+         *
+         *     `result` adds: `trimmed` (Whether a border was cut (false when the image is all border and came back whole).); `offsetLeft` (Where the kept area starts in the upright input, from its left edge, in pixels.); `offsetTop` (Where the kept area starts in the upright input, from its top edge, in pixels.).
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -782,7 +792,9 @@ export interface paths {
         put?: never;
         /**
          * Presentation slides to images
-         * @description Renders each slide the presentation shows (PPTX, PPSX, PPT or ODP; hidden slides are skipped) as an image `width` pixels wide (default 1920; the height follows the slide's aspect), in `format` png (default), jpeg or webp. `pages` selects slides, e.g. "1-3,5", numbering the slides shown; images come in slide order. The completed task lists the images in `outputFileIds`, and `outputFileId` is a ZIP of them all. `result` describes the ZIP — `format` "zip", `size` (its bytes), `pages` (the number of images) — and the slides: `imageFormat`, the first image's `width` and `height`, `slides` (their slide numbers). Macros in the presentation never run. Fails with CONVERSION_FAILED (a file LibreOffice cannot load), CONVERSION_TIMEOUT or DOCUMENT_ENCRYPTED (password-protected).
+         * @description Renders each slide the presentation shows (PPTX, PPSX, PPT or ODP; hidden slides are skipped) as an image `width` pixels wide (default 1920; the height follows the slide's aspect), in `format` png (default), jpeg or webp. `pages` selects slides, e.g. "1-3,5", numbering the slides shown; images come in slide order. The completed task lists the images in `outputFileIds`, and `outputFileId` is a ZIP of them all. `result` describes the ZIP — `format` "zip", `size` (its bytes), `pages` (the number of images) — and the slides: `imageFormat`, the first image's `width` and `height`, `slides` (their slide numbers), `slideCount` (the slides the presentation shows). Images are named `<deck>.slide-<n>.<ext>` and the ZIP `<deck>.slides.zip`. Macros in the presentation never run. Fails with CONVERSION_FAILED (a file LibreOffice cannot load), CONVERSION_TIMEOUT or DOCUMENT_ENCRYPTED (password-protected).
+         *
+         *     `result` adds: `imageFormat` (The slide images' format.); `slides` (The slide numbers rendered, in order.); `slideCount` (The slides the presentation shows (hidden ones not counted), rendered or not.).
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -806,6 +818,8 @@ export interface paths {
          * PDF pages to images
          * @description Renders pages of a PDF as images `width` pixels wide (default 1920; the height follows the page) or at `dpi`, in `format` png (default), jpeg or webp. `pages` selects pages, e.g. "1-3,5"; images come in page order. The completed task lists the images in `outputFileIds`, and `outputFileId` is a ZIP of them all. `result` describes the ZIP — `format` "zip", `size`, `pages` (the number of images) — and the pages: `imageFormat`, the first image's `width` and `height`, `pageNumbers`. More pages than the plan's `maxFrames`, or a page past `maxPixels` at the asked size, fail IMAGE_TOO_LARGE before anything is rendered. Fails with DOCUMENT_ENCRYPTED (a password is needed to open it), INVALID_IMAGE (a PDF poppler cannot read) or INVALID_OPTIONS (`pages` past the end).
          *
+         *     `result` adds: `imageFormat` (The page images' format.); `pageNumbers` (The page numbers rendered, in order.); `pageCount` (The pages the PDF has, rendered or not.).
+         *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
         post: operations["processPdfToImages"];
@@ -827,6 +841,8 @@ export interface paths {
         /**
          * Run several transforms in one task
          * @description Applies 1–10 `steps` in order — `resize`, `crop`, `rotate`, `flip`, `watermark`, `upscale`, `redact`, `adjust`, `trim`, `extend`, each with the options of its kind (but `format` and `quality`) — to one decode of the input, and encodes once at the end with the trailing `format`, `quality`, `targetSize`, `lossless` and `keepMetadata` (as compress takes them). One task, charged once. Each step is validated by its kind's schema; errors name the step (`steps[1].width`). The plan's limits apply to every intermediate result; a size the options decide is checked when the task is queued. Animations and EXIF orientation are handled as by a single job. `result` adds `inputSize` and `savedBytes`, as compress reports them.
+         *
+         *     `result` adds: `inputSize` (Bytes of the input.); `savedBytes` (inputSize − size, or 0 when the output is not smaller.); `quality` (The quality a search chose: with `targetSize`, the highest that fits; with `quality: "auto"`, the lowest that keeps `ssim` (absent when the output is lossless or the input's own bytes).); `ssim` (With `quality: "auto"`: SSIM of the output to the input (1 when the output is lossless or the input itself).).
          *
          *     Answers 202 with the queued task and `Location: /api/tasks/{taskId}`.
          */
@@ -936,7 +952,7 @@ export interface paths {
         };
         /**
          * Download a finished batch's outputs as one ZIP
-         * @description A ZIP, streamed, of every completed output in batch order, named `NNN-<input name>.<ext>` (NNN counts from 001), plus `manifest.json`: each task's `taskId`, `input` (`fileId`, `filename`), `status`, the `file` it became in the ZIP, and `error` for a failed task (an output already expired or deleted is listed with `expired: true`). 409 `BATCH_NOT_FINISHED` while a task is queued or processing.
+         * @description A ZIP, streamed, of every completed output in batch order, named `NNN-<output name>` (NNN counts from 001; the output's own name, `<input stem>.<tag>.<ext>`, as `GET /api/download` gives it), plus `manifest.json`: each task's `taskId`, `input` (`fileId`, `filename`), `status`, the `file` it became in the ZIP, and `error` for a failed task (an output already expired or deleted is listed with `expired: true`). 409 `BATCH_NOT_FINISHED` while a task is queued or processing.
          *
          *     Every entry is stored (images are compressed already) and dated by its output, so the ZIP is the same bytes for as long as its outputs are the same: its `Content-Length` is known before it is sent, and its `ETag` names those bytes.
          */
@@ -1557,14 +1573,12 @@ export interface components {
             };
         };
         /**
-         * @description The output `outputFileId` names: its format, size and dimensions, `pages` for the frames or pages it holds; kinds that change the size add `inputSize` and `savedBytes`. For presentation-to-images it describes the ZIP (`format` "zip", its `size`, `pages` = images) and adds `imageFormat`, `width` and `height` of the slide images and `slides` (the slide numbers rendered); pdf-to-images likewise, with `pageNumbers` (the page numbers rendered).
+         * @description The output `outputFileId` names: its format, size and dimensions, `pages` for the frames or pages it holds; then the fields its kind adds, each named with the kinds that report it (for presentation-to-images the first fields describe the ZIP: `format` "zip", its `size`, `pages` = images, and `width`, `height` those of the slide images).
          * @example {
          *       "format": "webp",
          *       "size": 391220,
          *       "width": 1600,
-         *       "height": 1200,
-         *       "inputSize": 2481337,
-         *       "savedBytes": 2090117
+         *       "height": 1200
          *     }
          */
         TaskResult: {
@@ -1574,31 +1588,53 @@ export interface components {
             width?: number;
             height?: number;
             pages?: number;
-            /** @description Bytes of the input. */
+            /** @description compress, pipeline: Bytes of the input. */
             inputSize?: number;
-            /** @description inputSize − size, or 0 when the output is not smaller. */
+            /** @description compress, pipeline: inputSize − size, or 0 when the output is not smaller. */
             savedBytes?: number;
-            /** @description compress with quality "auto": the quality chosen (absent when the output is lossless). */
+            /** @description compress, pipeline: The quality a search chose: with `targetSize`, the highest that fits; with `quality: "auto"`, the lowest that keeps `ssim` (absent when the output is lossless or the input's own bytes). */
             quality?: number;
-            /** @description compress with quality "auto": SSIM of the output to the input (1 when the output is lossless or the input itself). */
+            /** @description compress, pipeline: With `quality: "auto"`: SSIM of the output to the input (1 when the output is lossless or the input itself). */
             ssim?: number;
             /**
-             * @description presentation-to-images, pdf-to-images: the images' format.
+             * @description resize: Present when the image was smaller than the box and kept its size (`withoutEnlargement`, the default).
+             * @enum {boolean}
+             */
+            sizeKept?: true;
+            /**
+             * @description upscale: The model that enlarged it: `lanczos` or `esrgan`.
+             * @enum {string}
+             */
+            model?: "lanczos" | "esrgan";
+            /** @description redact: What was covered, in the upright image's pixels: each face found (with the detector's `score`) and each region given. */
+            regions?: {
+                left: number;
+                top: number;
+                width: number;
+                height: number;
+                /** @enum {string} */
+                source: "face" | "region";
+                score?: number;
+            }[];
+            /** @description trim: Whether a border was cut (false when the image is all border and came back whole). */
+            trimmed?: boolean;
+            /** @description trim: Where the kept area starts in the upright input, from its left edge, in pixels. */
+            offsetLeft?: number;
+            /** @description trim: Where the kept area starts in the upright input, from its top edge, in pixels. */
+            offsetTop?: number;
+            /**
+             * @description presentation-to-images: The slide images' format. pdf-to-images: The page images' format.
              * @enum {string}
              */
             imageFormat?: "png" | "jpeg" | "webp";
-            /** @description presentation-to-images: the slide numbers rendered, in order. */
+            /** @description presentation-to-images: The slide numbers rendered, in order. */
             slides?: number[];
-            /** @description pdf-to-images: the page numbers rendered, in order. */
+            /** @description presentation-to-images: The slides the presentation shows (hidden ones not counted), rendered or not. */
+            slideCount?: number;
+            /** @description pdf-to-images: The page numbers rendered, in order. */
             pageNumbers?: number[];
-            /** @description trim: whether a border was cut (false when the image is all border and came back whole). */
-            trimmed?: boolean;
-            /** @description trim: where the kept area starts in the upright input, from its left edge, in pixels. */
-            offsetLeft?: number;
-            /** @description trim: where the kept area starts in the upright input, from its top edge, in pixels. */
-            offsetTop?: number;
-        } & {
-            [key: string]: unknown;
+            /** @description pdf-to-images: The pages the PDF has, rendered or not. */
+            pageCount?: number;
         };
         /**
          * @example {
@@ -1619,9 +1655,7 @@ export interface components {
          *         "format": "webp",
          *         "size": 391220,
          *         "width": 1600,
-         *         "height": 1200,
-         *         "inputSize": 2481337,
-         *         "savedBytes": 2090117
+         *         "height": 1200
          *       },
          *       "attempts": 1,
          *       "createdAt": "2026-05-04T09:30:00.000Z",
@@ -1633,7 +1667,7 @@ export interface components {
             /** @description The task's id. */
             taskId: string;
             /**
-             * @description The job kind.
+             * @description The task's kind: the `{kind}` of `POST /api/process/{kind}` that queued it (the contract names the field `type`).
              * @enum {string}
              */
             type: "compress" | "resize" | "crop" | "convert" | "rotate" | "flip" | "watermark" | "upscale" | "redact" | "adjust" | "trim" | "extend" | "image-to-pdf" | "presentation-to-images" | "pdf-to-images" | "pipeline";
@@ -1700,9 +1734,7 @@ export interface components {
          *             "format": "webp",
          *             "size": 391220,
          *             "width": 1600,
-         *             "height": 1200,
-         *             "inputSize": 2481337,
-         *             "savedBytes": 2090117
+         *             "height": 1200
          *           },
          *           "attempts": 1,
          *           "createdAt": "2026-05-04T09:30:00.000Z",
@@ -1808,9 +1840,7 @@ export interface components {
          *             "format": "webp",
          *             "size": 391220,
          *             "width": 1600,
-         *             "height": 1200,
-         *             "inputSize": 2481337,
-         *             "savedBytes": 2090117
+         *             "height": 1200
          *           },
          *           "attempts": 1,
          *           "createdAt": "2026-05-04T09:30:00.000Z",
@@ -2667,7 +2697,7 @@ export interface components {
              * @example #ffffff
              */
             background?: string;
-            /** @description Never make the image larger than it is. */
+            /** @description Default true: an image smaller than the box keeps its size (`result.sizeKept` says so) rather than being enlarged; `false` enlarges it to the box (or use upscale). */
             withoutEnlargement?: boolean;
             /**
              * @description Output format. Default: the input's format where it can be written, else PNG (with alpha) or JPEG. Aliases: `jpg` (jpeg), `tif` (tiff), stored and answered as the format they name.
@@ -2724,7 +2754,7 @@ export interface components {
              * @example #ffffff
              */
             background?: string;
-            /** @description Never make the image larger than it is. */
+            /** @description Default true: an image smaller than the box keeps its size (`result.sizeKept` says so) rather than being enlarged; `false` enlarges it to the box (or use upscale). */
             withoutEnlargement?: boolean;
         };
         /**
@@ -16480,9 +16510,7 @@ export interface operations {
                      *           "format": "webp",
                      *           "size": 391220,
                      *           "width": 1600,
-                     *           "height": 1200,
-                     *           "inputSize": 2481337,
-                     *           "savedBytes": 2090117
+                     *           "height": 1200
                      *         },
                      *         "attempts": 1,
                      *         "createdAt": "2026-05-04T09:30:00.000Z",
@@ -16949,9 +16977,7 @@ export interface operations {
                      *               "format": "webp",
                      *               "size": 391220,
                      *               "width": 1600,
-                     *               "height": 1200,
-                     *               "inputSize": 2481337,
-                     *               "savedBytes": 2090117
+                     *               "height": 1200
                      *             },
                      *             "attempts": 1,
                      *             "createdAt": "2026-05-04T09:30:00.000Z",
@@ -17171,9 +17197,7 @@ export interface operations {
                      *               "format": "webp",
                      *               "size": 391220,
                      *               "width": 1600,
-                     *               "height": 1200,
-                     *               "inputSize": 2481337,
-                     *               "savedBytes": 2090117
+                     *               "height": 1200
                      *             },
                      *             "attempts": 1,
                      *             "createdAt": "2026-05-04T09:30:00.000Z",
@@ -17435,9 +17459,7 @@ export interface operations {
                      *               "format": "webp",
                      *               "size": 391220,
                      *               "width": 1600,
-                     *               "height": 1200,
-                     *               "inputSize": 2481337,
-                     *               "savedBytes": 2090117
+                     *               "height": 1200
                      *             },
                      *             "attempts": 1,
                      *             "createdAt": "2026-05-04T09:30:00.000Z",

@@ -15,7 +15,7 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 
 type ProcessPath = Extract<keyof paths, `/api/process/${string}`>;
 
-/** Every job kind: `POST /api/process/{kind}` exists. */
+/** Every kind: `POST /api/process/{kind}` exists. */
 export type Kind = ProcessPath extends infer P
   ? P extends `/api/process/batch/${string}`
     ? never

@@ -126,9 +126,11 @@ describe('OpenAPI document', () => {
     // A status of 202 may say the task failed at once.
     assert.deepEqual(schemas.QueuedTask.properties.status.enum, ['queued', 'failed']);
     // A pipeline's steps: a oneOf of each transform's <Kind>Step, told apart by `kind`.
-    const transforms = ['resize', 'crop', 'rotate', 'flip', 'watermark', 'upscale', 'redact', 'adjust', 'trim', 'extend'];
+    // The transforms are the registry's kinds with a step, in its order.
+    const transforms = OPERATIONS.filter((op) => op.step).map((op) => op.kind);
+    assert.ok(transforms.length > 0);
     const items = schemas.PipelineOptions.properties.steps.items;
-    const stepRef = (kind: string) => `#/components/schemas/${kind[0]!.toUpperCase()}${kind.slice(1)}Step`;
+    const stepRef = (kind: string) => `#/components/schemas/${kind.replace(/(^|-)([a-z])/g, (_m, _d, c: string) => c.toUpperCase())}Step`;
     assert.deepEqual(
       items.oneOf,
       transforms.map((kind) => ({ $ref: stepRef(kind) })),
@@ -141,6 +143,15 @@ describe('OpenAPI document', () => {
       ...Object.keys(schemas.ResizeOptions.properties).filter((k) => k !== 'format' && k !== 'quality'),
     ]);
     assert.deepEqual(schemas.RotateStep.required, ['kind', 'angle']);
+    // Each kind's result fields are in TaskResult (named with the kind) and in its route's description.
+    for (const op of OPERATIONS) {
+      for (const field of Object.keys(op.result?.properties ?? {})) {
+        assert.ok(schemas.TaskResult.properties[field], `TaskResult.${field} (${op.kind})`);
+        assert.match(schemas.TaskResult.properties[field].description, new RegExp(`\\b${op.kind}\\b`), `TaskResult.${field} names ${op.kind}`);
+        assert.ok(doc.paths[`/api/process/${op.kind}`].post.description.includes(`\`${field}\``), `${op.kind}'s description says ${field}`);
+      }
+    }
+    assert.equal(schemas.TaskResult.additionalProperties, false, 'every result field is declared by its kind');
   });
 
   it('lists per operation exactly its error codes, and no dashboard code anywhere', () => {

@@ -18,7 +18,7 @@ export class OptionError extends Error {}
 
 const isSchema = (value: unknown): value is Schema => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** The job kinds a document describes, from its `POST /api/process/{kind}` bodies. */
+/** The kinds a document describes, from its `POST /api/process/{kind}` bodies. */
 export function kindsOf(document: unknown): Map<string, KindInfo> {
   const root = isSchema(document) ? document : {};
   const paths = isSchema(root.paths) ? root.paths : {};

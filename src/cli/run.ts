@@ -371,15 +371,31 @@ class Run {
 
   /**
    * Whether the input's output exists already (then it is not sent: no upload, no charge):
-   * `<dir>/<name>.<ext>` for the format asked, or for any format the service writes when none
-   * is asked (the format it will choose is not known before the task has run). Never with --overwrite.
+   * `<dir>/<name>[.<kind>…].<ext>` for the format asked, or for any format the service writes when
+   * none is asked (neither the format nor the service's whole tag is known before the task has run);
+   * a name that is another input's (`photo.small.webp` is not `photo`'s) does not count. Never
+   * with --overwrite.
    */
   private skipped(entry: Entry): boolean {
     if (this.overwrite || entry.files.length !== 1) return false;
     const asked = this.jobOptions.format;
     // An alias (`jpg`) names its format's file (`.jpg` for jpeg).
     const formats = typeof asked === 'string' && isFormat(canonicalFormat(asked)) ? [canonicalFormat(asked)] : OUTPUT_FORMATS;
-    const found = formats.map((format) => this.target(entry.files[0], format, '')).find((candidate) => fs.existsSync(candidate));
+    const stem = this.stems.get(entry.files[0]!)!;
+    const extensions = new Set(formats.map((format) => `.${extensionOf(format)}`));
+    // A tag starts with its kind's name (a pipeline's, with its first step's): another kind's output is not this one's.
+    const steps = this.jobOptions.steps;
+    const lead = Array.isArray(steps) && typeof steps[0]?.kind === 'string' ? (steps[0].kind as string) : this.info.kind;
+    const others = [...this.stems.values()].filter((other) => other !== stem && other.startsWith(`${stem}.`));
+    const existing = fs.existsSync(this.outputDir) ? fs.readdirSync(this.outputDir) : [];
+    const found = existing
+      .filter((name) => name.startsWith(stem) && extensions.has(path.extname(name)))
+      .filter((name) => {
+        const tag = name.slice(stem.length, -path.extname(name).length);
+        return (tag === '' || (TAG.test(tag) && tag.startsWith(`.${lead}`))) && !others.some((other) => name.startsWith(`${other}.`));
+      })
+      .map((name) => path.join(this.outputDir, name))
+      .find((candidate) => !this.inputs.has(candidate));
     if (!found) return false;
     entry.outcome.status = 'skipped';
     entry.outcome.bytesBefore = 0;
@@ -465,17 +481,23 @@ class Run {
     for (const [index, fileId] of outputs.entries()) {
       // A one-slide deck's single image is in the slides' format, not the ZIP's.
       const format = task.outputFileIds?.length ? task.result?.imageFormat : task.result?.format;
-      // Named here, never by the server: several outputs (slides) as the service names them, `-slide-<n>`.
+      // The service's name (`<input stem>.<tag>.<ext>`, the one naming rule) gives the tag; the
+      // stem is the input's here (numbered when two inputs share one) and the extension the
+      // format table's: nothing else the server says becomes part of a path. A slide whose name
+      // carries no tag is `.slide-<n>`, as the service names slides.
       const slide = task.result?.slides?.[index];
-      const suffix = outputs.length === 1 ? '' : `-slide-${Number.isSafeInteger(slide) && slide! > 0 ? slide : index + 1}`;
-      const destination = this.target(entry.files[0], format, suffix);
+      const slideTag = outputs.length === 1 ? undefined : `slide-${Number.isSafeInteger(slide) && slide! > 0 ? slide : index + 1}`;
+      const destination = (file: { filename: string }) => {
+        const tag = tagOf(file.filename, entry.files[0]?.name) ?? slideTag;
+        return this.target(entry.files[0], format, tag ? `.${tag}` : '');
+      };
       const saved = await this.client.download(fileId, destination, {
         overwrite: this.overwrite,
         // Aborted by Ctrl-C, the SDK removes its partial file: no half-written output is left.
         signal: this.signal,
         onProgress: ({ loaded, total }) => entry.row.update('downloading', (index + (total ? loaded / total : 0)) / outputs.length),
       });
-      entry.outcome.outputs.push(path.resolve(saved.path ?? destination));
+      entry.outcome.outputs.push(path.resolve(saved.path!));
       entry.outcome.bytesAfter += saved.size;
     }
     entry.outcome.ms = Date.now() - entry.started;
@@ -495,6 +517,23 @@ class Run {
       candidate = path.join(this.outputDir, `${stem}-${this.info.kind}${n > 1 ? `-${n}` : ''}.${extension}`);
     return candidate;
   }
+}
+
+/** What a tag of the naming rule may hold (`resize-800`, `resize-800.watermark`, `rotate-ccw90`), after its dot. */
+const TAG = /^\.[a-z0-9][a-z0-9.x-]*$/;
+
+/**
+ * The tag of a service's output name `<input stem>.<tag>.<ext>` for the input named `input`:
+ * `flowers.resize-1600.webp` of `flowers.jpg` → `resize-1600`; undefined when the name has none
+ * or is not of that input (a name the server made up is not followed).
+ */
+export function tagOf(outputName: string, input: string | undefined): string | undefined {
+  if (!input) return undefined;
+  const stem = path.basename(input, path.extname(input));
+  const extension = path.extname(outputName);
+  if (!stem || !outputName.startsWith(`${stem}.`) || !extension) return undefined;
+  const tag = outputName.slice(stem.length, -extension.length);
+  return TAG.test(tag) ? tag.slice(1) : undefined;
 }
 
 /** A path as the text output shows it: relative to the current directory. */

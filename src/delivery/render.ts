@@ -63,6 +63,8 @@ function calls(transform: Transform): StepCall[] {
         width: transform.w,
         height: transform.h,
         fit: transform.fit ?? 'inside',
+        // A delivery URL's w/h is the size asked for (dpr included), as plannedSize computes it.
+        withoutEnlargement: false,
         ...(transform.g ? { position: POSITION[transform.g] } : {}),
         ...(bg ? { background: bg } : {}),
       },

@@ -24,7 +24,9 @@ export const PAGE_FORMAT_OPTION = {
   type: 'string',
   enum: [
     ...PAGE_IMAGE_FORMATS,
-    ...OUTPUT_FORMAT_NAMES.filter((name) => name !== canonicalFormat(name) && (PAGE_IMAGE_FORMATS as readonly string[]).includes(canonicalFormat(name))),
+    ...OUTPUT_FORMAT_NAMES.filter(
+      (name) => name !== canonicalFormat(name) && (PAGE_IMAGE_FORMATS as readonly string[]).includes(canonicalFormat(name)),
+    ),
   ] as PageImageFormat[],
   description: 'Image format. Default png. `jpg` is taken as jpeg.',
 } as const;
@@ -93,7 +95,7 @@ export async function renderPageImages(request: PageImagesRequest): Promise<{ ou
           path: target,
           format,
           mimeType: mimeOf(format),
-          filename: outputFilename(request.filename, format, `-${request.noun}-${number}`),
+          filename: outputFilename(request.filename, format, `.${request.noun}-${number}`),
           ...written,
         });
         request.progress(images.size / request.pages.length);
@@ -122,7 +124,7 @@ export async function renderPageImages(request: PageImagesRequest): Promise<{ ou
     path: zipPath,
     format: 'zip',
     mimeType: mimeOf('zip'),
-    filename: outputFilename(request.filename, 'zip', `-${request.noun}s`),
+    filename: outputFilename(request.filename, 'zip', `.${request.noun}s`),
     pages: ordered.length,
   };
   return { outputs: [bundle, ...ordered], first: ordered[0]! };

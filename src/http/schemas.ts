@@ -95,7 +95,7 @@ const TASK_EXAMPLE = resizeTask({
   fileId: EXAMPLE_IDS.file,
   outcome: {
     outputFileId: EXAMPLE_IDS.output,
-    result: { format: 'webp', size: 391_220, width: 1600, height: 1200, inputSize: 2_481_337, savedBytes: 2_090_117 },
+    result: { format: 'webp', size: 391_220, width: 1600, height: 1200 },
   },
   completedAt: '2026-05-04T09:30:02.310Z',
 });
@@ -170,6 +170,37 @@ export const FILE_SCHEMA = {
   },
   examples: [FILE_EXAMPLE],
 } as const;
+
+/** What every completed task's `result` says of its output (`outputFileId`). */
+const RESULT_BASE = {
+  format: { type: 'string' },
+  size: count('Bytes.'),
+  width: { type: 'integer', minimum: 1 },
+  height: { type: 'integer', minimum: 1 },
+  pages: { type: 'integer', minimum: 1 },
+} as const;
+
+/**
+ * The fields kinds add to `result` (Operation.result), each once: described with the kinds that
+ * report it (`compress, pipeline: …`), each kind's own words where they differ.
+ */
+function kindResultProperties(): Record<string, JsonSchema> {
+  const fields = new Map<string, { schema: JsonSchema; said: Map<string, string[]> }>();
+  for (const op of OPERATIONS) {
+    for (const [name, schema] of Object.entries(op.result?.properties ?? {})) {
+      const field = fields.get(name) ?? { schema, said: new Map<string, string[]>() };
+      const description = String(schema.description ?? '');
+      field.said.set(description, [...(field.said.get(description) ?? []), op.kind]);
+      fields.set(name, field);
+    }
+  }
+  return Object.fromEntries(
+    [...fields].map(([name, { schema, said }]) => [
+      name,
+      { ...schema, description: [...said].map(([description, kinds]) => `${kinds.join(', ')}: ${description}`).join(' ') },
+    ]),
+  );
+}
 
 const RESOURCES: Record<string, JsonSchema> = {
   // Not `Error` nor `File`: a generated TypeScript client declares a type per schema, and those
@@ -357,39 +388,12 @@ const RESOURCES: Record<string, JsonSchema> = {
   TaskResult: {
     type: 'object',
     description:
-      'The output `outputFileId` names: its format, size and dimensions, `pages` for the frames or pages it holds; kinds that change ' +
-      'the size add `inputSize` and `savedBytes`. For presentation-to-images it describes the ZIP (`format` "zip", its `size`, `pages` = ' +
-      'images) and adds `imageFormat`, `width` and `height` of the slide images and `slides` (the slide numbers rendered); pdf-to-images ' +
-      'likewise, with `pageNumbers` (the page numbers rendered).',
+      'The output `outputFileId` names: its format, size and dimensions, `pages` for the frames or pages it holds; then the fields ' +
+      'its kind adds, each named with the kinds that report it (for presentation-to-images the first fields describe the ZIP: ' +
+      '`format` "zip", its `size`, `pages` = images, and `width`, `height` those of the slide images).',
     required: ['format', 'size'],
-    additionalProperties: true,
-    properties: {
-      format: { type: 'string' },
-      size: count('Bytes.'),
-      width: { type: 'integer', minimum: 1 },
-      height: { type: 'integer', minimum: 1 },
-      pages: { type: 'integer', minimum: 1 },
-      inputSize: count('Bytes of the input.'),
-      savedBytes: { type: 'integer', minimum: 0, description: 'inputSize − size, or 0 when the output is not smaller.' },
-      quality: {
-        type: 'integer',
-        minimum: 1,
-        maximum: 100,
-        description: 'compress with quality "auto": the quality chosen (absent when the output is lossless).',
-      },
-      ssim: {
-        type: 'number',
-        minimum: -1,
-        maximum: 1,
-        description: 'compress with quality "auto": SSIM of the output to the input (1 when the output is lossless or the input itself).',
-      },
-      imageFormat: { type: 'string', enum: ['png', 'jpeg', 'webp'], description: "presentation-to-images, pdf-to-images: the images' format." },
-      slides: { type: 'array', items: { type: 'integer', minimum: 1 }, description: 'presentation-to-images: the slide numbers rendered, in order.' },
-      pageNumbers: { type: 'array', items: { type: 'integer', minimum: 1 }, description: 'pdf-to-images: the page numbers rendered, in order.' },
-      trimmed: { type: 'boolean', description: 'trim: whether a border was cut (false when the image is all border and came back whole).' },
-      offsetLeft: count('trim: where the kept area starts in the upright input, from its left edge, in pixels.'),
-      offsetTop: count('trim: where the kept area starts in the upright input, from its top edge, in pixels.'),
-    },
+    additionalProperties: false,
+    properties: { ...RESULT_BASE, ...kindResultProperties() },
     examples: [TASK_EXAMPLE.result],
   },
 
@@ -399,7 +403,11 @@ const RESOURCES: Record<string, JsonSchema> = {
     additionalProperties: false,
     properties: {
       taskId: id('task', "The task's id."),
-      type: { type: 'string', enum: OPERATIONS.map((op) => op.kind), description: 'The job kind.' },
+      type: {
+        type: 'string',
+        enum: OPERATIONS.map((op) => op.kind),
+        description: "The task's kind: the `{kind}` of `POST /api/process/{kind}` that queued it (the contract names the field `type`).",
+      },
       status: {
         type: 'string',
         enum: [...TASK_STATUSES],
@@ -683,7 +691,7 @@ const RESOURCES: Record<string, JsonSchema> = {
   },
 };
 
-// Job kinds -------------------------------------------------------------------------------
+// Kinds -------------------------------------------------------------------------------
 
 /** `image-to-pdf` → `ImageToPdf`: the stem of a kind's schema names. */
 export const kindName = (kind: string): string => kind.replace(/(^|-)([a-z])/g, (_m, _dash, c: string) => c.toUpperCase());

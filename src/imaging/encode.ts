@@ -21,9 +21,9 @@ export interface EncodedImage {
   width: number;
   height: number;
   frames: number;
-  /** Set by a similarity search: the quality chosen (absent when the output is lossless), */
+  /** Set by a search (target size, similarity): the quality chosen (absent when the output is lossless), */
   quality?: number;
-  /** and the output's SSIM to the pixels it was encoded from. */
+  /** and, by a similarity search, the output's SSIM to the pixels it was encoded from. */
   ssim?: number;
 }
 
@@ -132,7 +132,7 @@ export async function encodeToSize(
     const candidate = await encode(await build(), { ...options, quality, favourSize: true });
     smallest = Math.min(smallest, candidate.data.length);
     if (candidate.data.length <= targetSize) {
-      best = candidate;
+      best = { ...candidate, quality };
       low = quality + 1;
     } else {
       high = quality - 1;

@@ -10,7 +10,7 @@
 //   alpha    flattened onto the background where the output format has no alpha
 //   encode   the format's encoder, or a search of its quality for a target size  (encode.ts)
 //
-// Each job kind supplies only its step (JobStep.transform); the order, the limits and the
+// Each kind supplies only its step (JobStep.transform); the order, the limits and the
 // encoders live here and in the modules named above. The deadline is checked between steps and
 // handed to libvips. A sharp object applies its operations in a fixed order, not the order they
 // are called in: between two steps the image is therefore written out losslessly (an
@@ -42,10 +42,11 @@ export interface JobStep {
    * on each frame, and the frames are joined again.
    */
   perFrame?: boolean;
-  /** The size (one frame) the step makes of an input of `input` size, checked before decoding. */
-  outputSize?: (input: Size) => Size | undefined;
-  /** Whether the step's result is capped at MAX_OUTPUT_SIDE per side (resize and upscale). */
-  capOutputSide?: boolean;
+  /**
+   * The size (one frame) the step makes of an input of `input` size, checked before decoding;
+   * `capped`: held to MAX_OUTPUT_SIDE per side (resize and upscale).
+   */
+  outputSize?: (input: Size) => (Size & { capped?: boolean }) | undefined;
 }
 
 export interface ImageJob {
@@ -119,9 +120,10 @@ function plan(job: ImageJob, source: SourceInfo): Size[] {
   let size: Size | undefined = { width: source.width, height: source.height };
   for (const step of job.steps ?? []) {
     // A step that keeps the size has no outputSize; one whose size the pixels decide answers undefined.
-    size = step.outputSize ? step.outputSize(size) : size;
-    if (!size) break;
-    checkOutputSize(size, job.limits, step.capOutputSide ?? false);
+    const next: (Size & { capped?: boolean }) | undefined = step.outputSize ? step.outputSize(size) : size;
+    if (!next) break;
+    checkOutputSize(next, job.limits, next.capped ?? false);
+    size = { width: next.width, height: next.height };
     planned.push(size);
   }
   return planned;

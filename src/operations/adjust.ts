@@ -106,6 +106,7 @@ export const adjust: Operation<typeof optionsSchema> = {
   batch: true,
   example: { brightness: 1.1, saturation: 1.2, contrast: 0.1 },
   options: optionsSchema,
+  tag: () => 'adjust',
   check(options) {
     const errors: FieldError[] = [];
     if (!ADJUSTMENTS.some((name) => options[name] !== undefined)) {

@@ -64,6 +64,39 @@ export function exactlyOne(options: Record<string, unknown>, fields: string[]): 
   return [{ field: present[1] ?? fields[0]!, message: `give exactly one of ${fields.join(', ')}` }];
 }
 
+// Output names ------------------------------------------------------------------------------
+// The one naming rule: an output is `<input stem>.<tag>.<ext>` — `photo.jpg` resized to 800 px
+// wide as WebP is `photo.resize-800.webp` — the tag being its kind's (Operation.tag), the
+// extension its format's. A kind without a tag keeps `<input stem>.<ext>` (convert: the
+// extension says it). The service decides the name; every client (CLI, SDK, batch ZIP) uses it.
+
+/** A number as a tag shows it: at most two decimals, no exponent noise. */
+export const tagNumber = (value: unknown): string | undefined =>
+  typeof value === 'number' && Number.isFinite(value) ? String(Math.round(value * 100) / 100) : undefined;
+
+/** `800x600`, `800` (width only), `x600` (height only), or undefined. */
+export function sizeTag(width: unknown, height: unknown): string | undefined {
+  const w = tagNumber(width);
+  const h = tagNumber(height);
+  if (w && h) return `${w}x${h}`;
+  return w ?? (h ? `x${h}` : undefined);
+}
+
+/** `<kind>-<detail>`, or the kind alone without a detail. */
+export const tagged = (kind: string, detail: string | undefined): string => (detail ? `${kind}-${detail}` : kind);
+
+/** `filename` (`<stem>.<ext>`, as a kind's `run` names it) with `tag` before its extension: `photo.webp` → `photo.resize-800.webp`. */
+export function withTag(filename: string, tag: string | undefined): string {
+  if (!tag) return filename;
+  const dot = filename.lastIndexOf('.');
+  return dot > 0 ? `${filename.slice(0, dot)}.${tag}${filename.slice(dot)}` : `${filename}.${tag}`;
+}
+
+/** The name a task's output is stored under: the kind's run named it `<stem>.<ext>`, the kind's tag goes before the extension. */
+export function outputName(op: AnyOperation | undefined, filename: string, options: Record<string, unknown>): string {
+  return withTag(filename, op?.tag?.(options));
+}
+
 /** One transform of a job: a kind with a step (ImageStep) and that step's options. */
 export interface StepCall {
   op: AnyOperation;
@@ -87,8 +120,7 @@ export function jobStep({ op, options, path }: StepCall, env: StepEnv): JobStep 
         }
       : transform,
     perFrame: step.perFrame?.(options) ?? false,
-    outputSize: op.outputSize ? (size) => op.outputSize!(options, size) : undefined,
-    capOutputSide: op.capsOutputSide ?? false,
+    outputSize: op.sizes ? (size) => op.sizes!(options, size).at(-1) : undefined,
   };
 }
 
@@ -153,7 +185,14 @@ export async function runSingleImage<O extends Omit<ImageOutputOptions, 'quality
         pages: encoded.frames > 1 ? encoded.frames : undefined,
       },
     ],
-    // What a similarity search chose: the quality (absent when lossless) and the SSIM it kept.
-    ...(encoded.ssim === undefined ? {} : { result: { quality: encoded.quality, ssim: Math.floor(encoded.ssim * 10_000) / 10_000 } }),
+    // What a search chose: the quality (a target size's; a similarity's, absent when lossless) and the SSIM it kept.
+    ...(encoded.quality === undefined && encoded.ssim === undefined
+      ? {}
+      : {
+          result: {
+            ...(encoded.quality === undefined ? {} : { quality: encoded.quality }),
+            ...(encoded.ssim === undefined ? {} : { ssim: Math.floor(encoded.ssim * 10_000) / 10_000 }),
+          },
+        }),
   };
 }

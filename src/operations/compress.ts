@@ -5,8 +5,30 @@ import { canBeLossless, defaultOutputFormat, mimeOf, outputFilename } from '../i
 import { OPTIMISE_MAX_PIXELS, optimisePng } from '../imaging/png-optimise.js';
 import { smallestPngBytes } from '../imaging/png-size.js';
 import { SIMILARITY_MAX_PIXELS, VISUALLY_LOSSLESS_SSIM } from '../imaging/similarity.js';
-import { imageOutputOptions, runSingleImage } from './common.js';
-import type { FieldError, InputFile, Operation, OperationOutput, OutputMeta } from './types.js';
+import { imageOutputOptions, runSingleImage, tagged, tagNumber } from './common.js';
+import type { FieldError, InputFile, Operation, OperationOutput, OutputMeta, ResultSchema } from './types.js';
+
+/** What compress (and a pipeline, which encodes as compress does) adds to `result`. */
+export const COMPRESSION_RESULT = {
+  properties: {
+    inputSize: { type: 'integer', minimum: 0, description: 'Bytes of the input.' },
+    savedBytes: { type: 'integer', minimum: 0, description: 'inputSize − size, or 0 when the output is not smaller.' },
+    quality: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 100,
+      description:
+        'The quality a search chose: with `targetSize`, the highest that fits; with `quality: "auto"`, the lowest that keeps `ssim` ' +
+        "(absent when the output is lossless or the input's own bytes).",
+    },
+    ssim: {
+      type: 'number',
+      minimum: -1,
+      maximum: 1,
+      description: 'With `quality: "auto"`: SSIM of the output to the input (1 when the output is lossless or the input itself).',
+    },
+  },
+} as const satisfies ResultSchema;
 
 const optionsSchema = {
   properties: {
@@ -37,7 +59,7 @@ export const compress: Operation<typeof optionsSchema> = {
   summary: 'Compress an image',
   description:
     'Re-encodes the image smaller: mozjpeg for JPEG, a quantised palette for PNG, tuned WebP/AVIF. ' +
-    '`targetSize` searches the quality for the largest output that fits; without a fit the task fails with TARGET_SIZE_UNREACHABLE. ' +
+    '`targetSize` searches the quality for the largest output that fits (`result.quality` reports it); without a fit the task fails with TARGET_SIZE_UNREACHABLE. ' +
     'Never larger than the input in the same format: when re-encoding does not help, the output is a lossless rewrite (PNG) or, failing that, ' +
     "the input's bytes as they are (metadata included), and `result.savedBytes` is 0. " +
     '`quality: "auto"` searches the quality for the smallest output whose SSIM (luma, full resolution up to ' +
@@ -47,6 +69,9 @@ export const compress: Operation<typeof optionsSchema> = {
   batch: true,
   example: { quality: 75, format: 'webp' },
   options: optionsSchema,
+  result: COMPRESSION_RESULT,
+  // `compress-q75`; the search's choices are in `result`, not the name.
+  tag: (options) => tagged('compress', typeof options.quality === 'number' ? `q${tagNumber(options.quality)}` : undefined),
   check(options, inputs) {
     const errors: FieldError[] = [];
     if (options.targetSize !== undefined && options.quality !== undefined) {
@@ -83,8 +108,10 @@ export const compress: Operation<typeof optionsSchema> = {
     }
     const first = await runSingleImage(compress, ctx, job);
     let output = first.outputs[0]!;
-    // "auto": what the search chose; a lossless rewrite or the input's bytes below are exact.
-    let chosen = auto ? first.result : undefined;
+    // What the search chose ("auto": quality and SSIM; targetSize: quality); a lossless rewrite
+    // or the input's bytes below are exact, and no quality chose them.
+    const searched = auto || job.targetSize !== undefined;
+    let chosen = searched ? first.result : undefined;
     // Never larger than the input in its own format (a palette PNG re-quantised can grow):
     // a lossless rewrite where the format has one that may be smaller, else the input's bytes.
     if (output.format === input.file.format && outputSize(output) >= inputSize) {
@@ -94,12 +121,12 @@ export const compress: Operation<typeof optionsSchema> = {
         rewrite.data = await optimisePng(rewrite.data!, rewrite.width! * rewrite.height!, ctx);
         if (outputSize(rewrite) < inputSize) {
           output = rewrite;
-          if (auto) chosen = { ssim: 1 };
+          chosen = auto ? { ssim: 1 } : undefined;
         }
       }
       if (outputSize(output) >= inputSize) {
         output = await inputAsOutput(input, output);
-        if (auto) chosen = { ssim: 1 };
+        chosen = auto ? { ssim: 1 } : undefined;
       }
     }
     return { outputs: [output], result: { inputSize, savedBytes: Math.max(0, inputSize - outputSize(output)), ...chosen } };

@@ -1,6 +1,6 @@
 import { aspectBox, parseAspectRatio } from '../imaging/geometry.js';
 import { coverResize } from '../imaging/smart-crop.js';
-import { GRAVITIES, SHARP_GRAVITY, SMART_GRAVITIES, imageOutputOptions, runSingleImage, type Gravity } from './common.js';
+import { GRAVITIES, SHARP_GRAVITY, SMART_GRAVITIES, imageOutputOptions, runSingleImage, sizeTag, tagged, type Gravity } from './common.js';
 import type { FieldError, Operation, OptionsOf } from './types.js';
 
 const RECT = ['left', 'top', 'width', 'height'] as const;
@@ -79,9 +79,11 @@ export const crop: Operation<typeof optionsSchema> = {
     }
     return errors;
   },
-  outputSize: (options, source) => {
+  // `crop-200x150` for a rectangle; an aspect-ratio crop's size depends on the input's.
+  tag: (options) => tagged('crop', options.aspectRatio === undefined ? sizeTag(options.width, options.height) : undefined),
+  sizes: (options, source) => {
     const rect = cropRect(options, source);
-    return { width: rect.width, height: rect.height };
+    return [{ width: rect.width, height: rect.height, capped: false }];
   },
   step: {
     transform: (options, env) => (image, source, firstFrame) => {

@@ -38,6 +38,7 @@ export const extend: Operation<typeof optionsSchema> = {
   batch: true,
   example: { all: 20, background: '#ffffff' },
   options: optionsSchema,
+  tag: () => 'extend',
   check(options) {
     const errors: FieldError[] = [];
     if (![...SIDES, 'all' as const].some((name) => options[name] !== undefined)) {
@@ -45,9 +46,9 @@ export const extend: Operation<typeof optionsSchema> = {
     }
     return [...errors, ...checkColour('background', options.background)];
   },
-  outputSize(options, source) {
+  sizes(options, source) {
     const m = margins(options);
-    return { width: source.width + m.left + m.right, height: source.height + m.top + m.bottom };
+    return [{ width: source.width + m.left + m.right, height: source.height + m.top + m.bottom, capped: false }];
   },
   step: {
     background: (options) => options.background ?? '#ffffff',

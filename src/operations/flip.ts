@@ -1,4 +1,4 @@
-import { imageOutputOptions, runSingleImage } from './common.js';
+import { imageOutputOptions, runSingleImage, tagged } from './common.js';
 import type { Operation } from './types.js';
 
 const optionsSchema = {
@@ -17,6 +17,7 @@ export const flip: Operation<typeof optionsSchema> = {
   batch: true,
   example: { direction: 'horizontal' },
   options: optionsSchema,
+  tag: (options) => tagged('flip', options.direction),
   step: {
     // A vertical flip of a whole animation would also reverse its frames: flip each frame.
     perFrame: ({ direction }) => direction !== 'horizontal',

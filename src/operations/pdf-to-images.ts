@@ -52,6 +52,13 @@ export const pdfToImages: Operation<typeof optionsSchema> = {
   batch: false,
   example: { format: 'png', width: 1600, pages: '1-3,5' },
   options: optionsSchema,
+  result: {
+    properties: {
+      imageFormat: { type: 'string', enum: ['png', 'jpeg', 'webp'], description: "The page images' format." },
+      pageNumbers: { type: 'array', items: { type: 'integer', minimum: 1 }, description: 'The page numbers rendered, in order.' },
+      pageCount: { type: 'integer', minimum: 1, description: 'The pages the PDF has, rendered or not.' },
+    },
+  },
   check(options) {
     const errors: FieldError[] = [];
     if (options.width !== undefined && options.dpi !== undefined) errors.push({ field: 'dpi', message: 'give width or dpi, not both' });
@@ -109,7 +116,14 @@ export const pdfToImages: Operation<typeof optionsSchema> = {
         outputs,
         bundled: true,
         // `result` describes outputFileId, the ZIP (format, size, pages from it), and the pages.
-        result: { imageFormat: format, width: first.width, height: first.height, pages: selection.pages.length, pageNumbers: selection.pages },
+        result: {
+          imageFormat: format,
+          width: first.width,
+          height: first.height,
+          pages: selection.pages.length,
+          pageNumbers: selection.pages,
+          pageCount: info.pages,
+        },
       };
     } catch (err) {
       // poppler's failures to read the file are the input's fault, not the converter's.

@@ -5,9 +5,9 @@ import type { Size } from '../imaging/geometry.js';
 import { VISUALLY_LOSSLESS_SSIM } from '../imaging/similarity.js';
 import type { FileRecord } from '../files/files.js';
 import { runSingleImage, type StepCall } from './common.js';
-import { compress } from './compress.js';
+import { COMPRESSION_RESULT, compress } from './compress.js';
 import type { JSONSchema } from 'json-schema-to-ts';
-import type { AnyOperation, FieldError, JsonSchema, Operation } from './types.js';
+import type { AnyOperation, FieldError, JsonSchema, Operation, PlannedSize } from './types.js';
 
 const MAX_PIPELINE_STEPS = 10;
 
@@ -55,13 +55,14 @@ export function pipelineOf(transforms: readonly AnyOperation[]): Operation {
 
   /** Each step's result size (one frame) for an input of `source` size, while the options decide it. */
   const sizes = (options: PipelineOptions, source: Size) => {
-    const planned: (Size & { capsSide: boolean })[] = [];
-    let size: Size | undefined = source;
+    const planned: PlannedSize[] = [];
+    let size: Size = source;
     for (const step of options.steps) {
       const op = opOf(step);
-      size = op.outputSize ? op.outputSize(optionsOf(step), size) : size;
-      if (!size) break;
-      planned.push({ ...size, capsSide: op.capsOutputSide ?? false });
+      const next = op.sizes ? op.sizes(optionsOf(step), size).at(-1) : { ...size, capped: false };
+      if (!next) break;
+      planned.push(next);
+      size = { width: next.width, height: next.height };
     }
     return planned;
   };
@@ -116,14 +117,19 @@ export function pipelineOf(transforms: readonly AnyOperation[]): Operation {
       return [...errors, ...(compress.check?.(trailing(options), inputs, limits) ?? [])];
     },
     extraInputs: (options) => [...new Set(pipelineOptions(options).steps.flatMap((step) => opOf(step).extraInputs?.(optionsOf(step)) ?? []))],
-    plannedSizes: (options, source) => sizes(pipelineOptions(options), source),
+    result: COMPRESSION_RESULT,
+    // The steps' tags in order (`resize-800.watermark`), the first three and a count past four.
+    tag(options) {
+      const tags = pipelineOptions(options).steps.flatMap((step) => opOf(step).tag?.(optionsOf(step)) ?? []);
+      if (tags.length === 0) return 'pipeline';
+      return tags.length > 4 ? [...tags.slice(0, 3), `and-${tags.length - 3}-more`].join('.') : tags.join('.');
+    },
+    sizes: (options, source) => sizes(pipelineOptions(options), source),
     // A step of the AI lane (an esrgan upscale) puts the whole task there.
     lane: (options) => (pipelineOptions(options).steps.some((step) => opOf(step).lane?.(optionsOf(step)) === 'ai') ? 'ai' : 'image'),
     // A step with a time limit of its own (an AI upscale) gives the whole task the longest of them.
-    timeLimitMs(config, options) {
-      const limits = pipelineOptions(options).steps.flatMap((step) => opOf(step).timeLimitMs?.(config, optionsOf(step)) ?? []);
-      return limits.length ? Math.max(...limits) : undefined;
-    },
+    timeLimitMs: (config, options) =>
+      Math.max(config.taskTimeoutMs, ...pipelineOptions(options).steps.map((step) => opOf(step).timeLimitMs?.(config, optionsOf(step)) ?? 0)),
     async run(ctx) {
       const options = pipelineOptions(ctx.options);
       const calls: StepCall[] = options.steps.map((step, index) => ({ op: opOf(step), options: optionsOf(step), path: `steps[${index}]` }));
@@ -158,7 +164,7 @@ function inputAt(
   let size: Size | undefined = { width: file.width, height: file.height };
   for (const step of before) {
     const op = opOf(step);
-    size = op.outputSize ? op.outputSize(optionsOf(step), size) : size;
+    size = op.sizes ? op.sizes(optionsOf(step), size).at(-1) : size;
     if (!size) return { ...file, width: null, height: null };
   }
   return { ...file, width: size.width, height: size.height };

@@ -32,12 +32,20 @@ export const presentationToImages: Operation<typeof optionsSchema> = {
     '(default 1920; the height follows the slide\'s aspect), in `format` png (default), jpeg or webp. `pages` selects slides, e.g. "1-3,5", ' +
     'numbering the slides shown; images come in slide order. The completed task lists the images in `outputFileIds`, and `outputFileId` ' +
     'is a ZIP of them all. `result` describes the ZIP — `format` "zip", `size` (its bytes), `pages` (the number of images) — and ' +
-    "the slides: `imageFormat`, the first image's `width` and `height`, `slides` (their slide numbers). Macros in the presentation never run. Fails with CONVERSION_FAILED " +
+    "the slides: `imageFormat`, the first image's `width` and `height`, `slides` (their slide numbers), `slideCount` (the slides the " +
+    'presentation shows). Images are named `<deck>.slide-<n>.<ext>` and the ZIP `<deck>.slides.zip`. Macros in the presentation never run. Fails with CONVERSION_FAILED ' +
     '(a file LibreOffice cannot load), CONVERSION_TIMEOUT or DOCUMENT_ENCRYPTED (password-protected).',
   accepts: 'presentation',
   batch: false,
   example: { format: 'webp', width: 1280, pages: '1-3,5' },
   options: optionsSchema,
+  result: {
+    properties: {
+      imageFormat: { type: 'string', enum: ['png', 'jpeg', 'webp'], description: "The slide images' format." },
+      slides: { type: 'array', items: { type: 'integer', minimum: 1 }, description: 'The slide numbers rendered, in order.' },
+      slideCount: { type: 'integer', minimum: 1, description: 'The slides the presentation shows (hidden ones not counted), rendered or not.' },
+    },
+  },
   check(options, _inputs, limits) {
     const errors: FieldError[] = [];
     if (options.pages !== undefined) {
@@ -56,7 +64,7 @@ export const presentationToImages: Operation<typeof optionsSchema> = {
     return errors;
   },
   // LibreOffice has CONVERSION_TIMEOUT_SECONDS of its own; the rest of the task the usual limit.
-  extraTimeMs: (config) => config.conversionTimeoutMs,
+  timeLimitMs: (config) => config.taskTimeoutMs + config.conversionTimeoutMs,
   async run(ctx) {
     const input = ctx.inputs[0]!;
     const { libreoffice, poppler } = ctx.documents;
@@ -112,7 +120,14 @@ export const presentationToImages: Operation<typeof optionsSchema> = {
       outputs,
       bundled: true,
       // `result` describes outputFileId, the ZIP (format, size, pages from it), and the slides.
-      result: { imageFormat: format, width: first.width, height: first.height, pages: selection.pages.length, slides: selection.pages },
+      result: {
+        imageFormat: format,
+        width: first.width,
+        height: first.height,
+        pages: selection.pages.length,
+        slides: selection.pages,
+        slideCount: info.pages,
+      },
     };
   },
 };

@@ -150,6 +150,28 @@ export const redact: Operation<typeof optionsSchema> = {
   batch: true,
   example: { faces: true, method: 'pixelate', strength: 50 },
   options: optionsSchema,
+  tag: () => 'redact',
+  result: {
+    properties: {
+      regions: {
+        type: 'array',
+        description: "What was covered, in the upright image's pixels: each face found (with the detector's `score`) and each region given.",
+        items: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['left', 'top', 'width', 'height', 'source'],
+          properties: {
+            left: { type: 'integer', minimum: 0 },
+            top: { type: 'integer', minimum: 0 },
+            width: { type: 'integer', minimum: 1 },
+            height: { type: 'integer', minimum: 1 },
+            source: { type: 'string', enum: ['face', 'region'] },
+            score: { type: 'number', minimum: 0, maximum: 1 },
+          },
+        },
+      },
+    },
+  },
   check(options): FieldError[] {
     if (options.faces === false && !options.regions?.length) return [{ field: 'regions', message: 'with faces: false, give at least one region' }];
     return [];

@@ -1,4 +1,4 @@
-// The one list of job kinds. A kind exists in the API exactly when it is listed here.
+// The one list of kinds. A kind exists in the API exactly when it is listed here.
 import { adjust } from './adjust.js';
 import { compress } from './compress.js';
 import { convert } from './convert.js';

@@ -1,8 +1,18 @@
-import { FITS, resizedSize } from '../imaging/geometry.js';
+import { FITS, resizedSize, type Size } from '../imaging/geometry.js';
 import { MAX_OUTPUT_SIDE } from '../imaging/limits.js';
 import { coverResize } from '../imaging/smart-crop.js';
-import { GRAVITIES, SHARP_GRAVITY, SMART_GRAVITIES, checkColour, colourOption, imageOutputOptions, runSingleImage } from './common.js';
-import type { FieldError, Operation } from './types.js';
+import {
+  GRAVITIES,
+  SHARP_GRAVITY,
+  SMART_GRAVITIES,
+  checkColour,
+  colourOption,
+  imageOutputOptions,
+  runSingleImage,
+  sizeTag,
+  tagged,
+} from './common.js';
+import type { FieldError, Operation, OptionsOf } from './types.js';
 
 const side = (what: string) =>
   ({ type: 'integer', minimum: 1, maximum: MAX_OUTPUT_SIDE, description: `${what} in pixels (at most ${MAX_OUTPUT_SIDE}).` }) as const;
@@ -18,7 +28,12 @@ const optionsSchema = {
       description: 'Where `cover` crops and `contain` places the image. Default center.',
     },
     background: colourOption('Letterbox colour for `contain`. Default transparent where the format has alpha, else white.'),
-    withoutEnlargement: { type: 'boolean', description: 'Never make the image larger than it is.' },
+    withoutEnlargement: {
+      type: 'boolean',
+      description:
+        'Default true: an image smaller than the box keeps its size (`result.sizeKept` says so) rather than being enlarged; ' +
+        '`false` enlarges it to the box (or use upscale).',
+    },
     ...imageOutputOptions,
   },
 } as const;
@@ -29,10 +44,10 @@ export const resize: Operation<typeof optionsSchema> = {
   description:
     'Scales to `width` and/or `height`. `fit` decides how the box is filled: `inside` (default) keeps the aspect ratio within the box, ' +
     '`cover` fills it and crops (at `position`; `attention` and `entropy` choose the crop by content, `face` centres it on the faces found, else as `attention`), `contain` letterboxes on `background`, ' +
-    '`fill` stretches, `outside` covers without cropping. Animations are resized frame by frame.',
+    '`fill` stretches, `outside` covers without cropping. Never enlarges unless `withoutEnlargement: false`: an image smaller than the ' +
+    'box keeps its size and `result.sizeKept` is true. Animations are resized frame by frame.',
   accepts: 'image',
   batch: true,
-  capsOutputSide: true,
   example: { width: 1600, fit: 'inside', format: 'webp', quality: 80 },
   options: optionsSchema,
   check(options) {
@@ -43,10 +58,20 @@ export const resize: Operation<typeof optionsSchema> = {
     }
     return [...errors, ...checkColour('background', options.background)];
   },
-  outputSize: (options, source) => resizedSize(source, options),
+  result: {
+    properties: {
+      sizeKept: {
+        type: 'boolean',
+        const: true,
+        description: 'Present when the image was smaller than the box and kept its size (`withoutEnlargement`, the default).',
+      },
+    },
+  },
+  tag: (options) => tagged('resize', sizeTag(options.width, options.height)),
+  sizes: (options, source) => [{ ...resizedSize(source, enlarging(options)), capped: true }],
   step: {
     background: (options) => options.background,
-    transform({ width, height, fit = 'inside', position = 'center', background, withoutEnlargement }, env) {
+    transform({ width, height, fit = 'inside', position = 'center', background, withoutEnlargement = true }, env) {
       return (image, source, firstFrame) => {
         const options = {
           width,
@@ -64,5 +89,37 @@ export const resize: Operation<typeof optionsSchema> = {
       };
     },
   },
-  run: (ctx) => runSingleImage(resize, ctx, {}),
+  async run(ctx) {
+    // The frame size the step saw (upright): whether the box would have enlarged it.
+    let seen: Size | undefined;
+    const step = resize.step!;
+    const watched = {
+      ...resize,
+      step: {
+        ...step,
+        transform: (options: ResizeOptions, env: Parameters<typeof step.transform>[1]) => {
+          const transform = step.transform(options, env);
+          return (...args: Parameters<typeof transform>) => {
+            seen = { width: args[1].width, height: args[1].height };
+            return transform(...args);
+          };
+        },
+      },
+    };
+    const done = await runSingleImage(watched, ctx, {});
+    if (!seen || !keepsSize(ctx.options, seen)) return done;
+    return { ...done, result: { ...done.result, sizeKept: true } };
+  },
 };
+
+type ResizeOptions = OptionsOf<typeof optionsSchema>;
+
+/** The options with `withoutEnlargement` as it applies (true unless false is given). */
+const enlarging = (options: ResizeOptions): ResizeOptions => ({ ...options, withoutEnlargement: options.withoutEnlargement ?? true });
+
+/** Whether `withoutEnlargement` kept a `source`-sized image from growing to the box. */
+function keepsSize(options: ResizeOptions, source: Size): boolean {
+  if (options.withoutEnlargement === false) return false;
+  const asked = resizedSize(source, { ...options, withoutEnlargement: false });
+  return asked.width > source.width || asked.height > source.height;
+}

@@ -1,5 +1,5 @@
 import { canHoldAlpha } from '../imaging/formats.js';
-import { checkColour, colourOption, imageOutputOptions, runSingleImage } from './common.js';
+import { checkColour, colourOption, imageOutputOptions, runSingleImage, tagged, tagNumber } from './common.js';
 import type { Operation } from './types.js';
 
 const optionsSchema = {
@@ -33,7 +33,9 @@ export const rotate: Operation<typeof optionsSchema> = {
   example: { angle: 90 },
   options: optionsSchema,
   check: (options) => checkColour('background', options.background),
-  outputSize: (options, source) => rotatedSize(source, options.angle),
+  // `rotate-90`, `rotate-ccw90` for −90.
+  tag: (options) => tagged('rotate', tagNumber(options.angle)?.replace(/^-/, 'ccw')),
+  sizes: (options, source) => [{ ...rotatedSize(source, options.angle), capped: false }],
   step: {
     background: (options) => options.background ?? '#ffffff',
     // libvips rotates single images; animations are turned frame by frame.

@@ -99,6 +99,14 @@ export const trim: Operation<typeof optionsSchema> = {
   batch: true,
   example: { threshold: 10 },
   options: optionsSchema,
+  tag: () => 'trim',
+  result: {
+    properties: {
+      trimmed: { type: 'boolean', description: 'Whether a border was cut (false when the image is all border and came back whole).' },
+      offsetLeft: { type: 'integer', minimum: 0, description: 'Where the kept area starts in the upright input, from its left edge, in pixels.' },
+      offsetTop: { type: 'integer', minimum: 0, description: 'Where the kept area starts in the upright input, from its top edge, in pixels.' },
+    },
+  },
   check: (options) => checkColour('background', options.background),
   // No outputSize: the pixels decide the size, never larger than the input's, which the plan keeps as its bound.
   step: { transform: (options, env) => trimStep(options, env) },

@@ -1,4 +1,4 @@
-// What every job kind provides. Routes, validation, the OpenAPI document and the dashboard's
+// What every kind provides. Routes, validation, the OpenAPI document and the dashboard's
 // forms are all derived from these modules (see registry.ts).
 import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import type { PlanLimits } from '../accounts/plans.js';
@@ -98,7 +98,7 @@ export interface StepEnv {
 /**
  * An image transform: what a single job of its kind runs, and what a pipeline step runs — a
  * single job is a pipeline of one step. The image it takes and returns is libvips' (sharp), with
- * its size; `outputSize` and `capsOutputSide` of the operation say what size it makes.
+ * its size; `sizes` of the operation says what size it makes.
  */
 interface ImageStep<O> {
   /** The transform over an upright image (or one frame of it, when `perFrame`). */
@@ -109,10 +109,30 @@ interface ImageStep<O> {
   background?(options: O): string | undefined;
 }
 
-/** A job kind whose options are described by the schema `S`; their type is read from it. */
+/** A size (one frame) the options decide; `capped`: the kind holds it to MAX_OUTPUT_SIDE per side (resize, upscale). */
+export interface PlannedSize {
+  width: number;
+  height: number;
+  capped: boolean;
+}
+
+/** The fields a kind adds to the task's `result` (beyond format, size, width, height, pages): JSON Schema properties. */
+export interface ResultSchema {
+  readonly properties: { readonly [name: string]: JsonSchema };
+}
+
+/**
+ * A kind whose options are described by the schema `S`; their type is read from it. One
+ * module per kind (src/operations/<kind>.ts) and one line in registry.ts: routes, validation,
+ * the OpenAPI document, SDK types, CLI options, dashboard forms, output names and docs/kinds.md
+ * are derived from these members.
+ */
 export interface Operation<S extends OptionsSchema = OptionsSchema> {
+  /** The kind's name: its route (`/api/process/{kind}`), the task's `type`, the pipeline step's `kind`. */
   kind: string;
+  /** One line: the OpenAPI operation's summary and the title of its section in docs/kinds.md. */
   summary: string;
+  /** What it does, its defaults and its errors, in Markdown: the OpenAPI description and docs/kinds.md. */
   description: string;
   /** What the input files must be. */
   accepts: InputKind;
@@ -122,8 +142,16 @@ export interface Operation<S extends OptionsSchema = OptionsSchema> {
   batch: boolean;
   /** Options besides fileId/fileIds: what Ajv validates and the OpenAPI document shows. */
   options: S;
-  /** Valid options, as the OpenAPI document shows them (in `<Kind>Options` and the request examples). */
+  /** Valid options, as the OpenAPI document and docs/kinds.md show them (in `<Kind>Options` and the request examples). */
   example: OptionsOf<S>;
+  /** The fields it adds to the task's `result` (`<Kind>Result` in the OpenAPI document); absent: none. */
+  result?: ResultSchema;
+  /**
+   * Its part of the output file's name, `<input stem>.<tag>.<ext>` (`resize-800`, `rotate-90`);
+   * undefined (or absent) when the extension already says what was done (convert) or the kind
+   * names its outputs itself (image-to-pdf, presentation-to-images).
+   */
+  tag?(options: OptionsOf<S>): string | undefined;
   /**
    * Checks that need more than one field or the input files. Called first with `inputs` empty
    * (before the files are looked up, so a bad option outranks a missing file), then with them.
@@ -131,34 +159,27 @@ export interface Operation<S extends OptionsSchema = OptionsSchema> {
   check?(options: OptionsOf<S>, inputs: FileRecord[], limits: PlanLimits): FieldError[];
   /** Further files the options name (a watermark's logo): checked like inputs, read by the task. */
   extraInputs?(options: OptionsOf<S>): string[];
-  /** Output sides are capped at MAX_OUTPUT_SIDE (resize and upscale). */
-  capsOutputSide?: boolean;
   /**
-   * The output size (one frame) the options decide for an input of `source` size, so the
-   * pixel limit is checked when the task is queued and again before decoding.
+   * The sizes these options make of an input of `source` size, in order, the output's last (one
+   * for a single transform, one per step for a pipeline): checked against the plan's limits when
+   * the task is queued and again before decoding. Absent: the size is kept; the list stops early
+   * where the pixels decide the rest.
    */
-  outputSize?(options: OptionsOf<S>, source: { width: number; height: number }): { width: number; height: number } | undefined;
-  /**
-   * Every size (one frame each) the options decide, in order, the output's last — a pipeline's
-   * step results — each checked against the limits when the task is queued and again before
-   * decoding; `capsSide`: capped at MAX_OUTPUT_SIDE. Kinds without it are checked by `outputSize`.
-   */
-  plannedSizes?(options: OptionsOf<S>, source: { width: number; height: number }): { width: number; height: number; capsSide: boolean }[];
+  sizes?(options: OptionsOf<S>, source: { width: number; height: number }): PlannedSize[];
   /**
    * For image transforms (resize, crop, rotate, flip, watermark, upscale): the transform itself.
    * Its kind's `run` applies it as a pipeline of one step; `POST /api/process/pipeline` chains them.
    */
   step?: ImageStep<OptionsOf<S>>;
-  /** Time the kind may take beyond TASK_TIMEOUT_SECONDS (a LibreOffice conversion's own limit). */
-  extraTimeMs?(config: Config): number;
   /**
    * The workers' slots the task takes, decided when it is queued and stored with it: `ai` for a
    * network's work (an esrgan upscale), which runs in AI_CONCURRENCY's slots, apart from image
    * tasks; `image` (the default) for the rest.
    */
   lane?(options: OptionsOf<S>): TaskLane;
-  /** The task's whole time limit when these options set one of their own (an AI upscale's AI_TASK_TIMEOUT_SECONDS). */
-  timeLimitMs?(config: Config, options: OptionsOf<S>): number | undefined;
+  /** The task's whole time limit; absent: TASK_TIMEOUT_SECONDS (a deck adds LibreOffice's own, an AI upscale has its own). */
+  timeLimitMs?(config: Config, options: OptionsOf<S>): number;
+  /** Does the work: reads `ctx.inputs`, returns the outputs (named `<input stem>.<ext>`) and the result's own fields. */
   run(ctx: OperationContext<OptionsOf<S>>): Promise<OperationResult>;
 }
 

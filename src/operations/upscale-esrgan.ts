@@ -48,8 +48,9 @@ export function checkAiUpscale(options: ModelOptions, inputs: FileRecord[], limi
   return errors;
 }
 
-export const aiTimeLimitMs = (config: Config, options: ModelOptions): number | undefined =>
-  isAiUpscale(options) ? config.aiTaskTimeoutMs : undefined;
+/** An AI upscale's own time limit (AI_TASK_TIMEOUT_SECONDS), else the usual one. */
+export const aiTimeLimitMs = (config: Config, options: ModelOptions): number =>
+  isAiUpscale(options) ? config.aiTaskTimeoutMs : config.taskTimeoutMs;
 
 /**
  * The esrgan upscale step to `sizeOf(source)`. The network runs once per job, however often the

@@ -1,5 +1,5 @@
 import { MAX_OUTPUT_SIDE } from '../imaging/limits.js';
-import { exactlyOne, imageOutputOptions, runSingleImage } from './common.js';
+import { exactlyOne, imageOutputOptions, runSingleImage, sizeTag, tagged, tagNumber } from './common.js';
 import type { Operation, OptionsOf } from './types.js';
 import { aiTimeLimitMs, aiUpscaleTransform, checkAiUpscale, isAiUpscale, UPSCALE_MODELS } from './upscale-esrgan.js';
 
@@ -38,16 +38,25 @@ export const upscale: Operation<typeof optionsSchema> = {
     `Outputs are capped at ${MAX_OUTPUT_SIDE} px per side and at the plan's pixel limit.`,
   accepts: 'image',
   batch: true,
-  capsOutputSide: true,
   example: { factor: 2 },
   options: optionsSchema,
   check: (options, inputs, limits) => [
     ...exactlyOne(options as Record<string, unknown>, ['factor', 'width', 'height']),
     ...checkAiUpscale(options, inputs, limits),
   ],
+  result: {
+    properties: {
+      model: { type: 'string', enum: [...UPSCALE_MODELS], description: 'The model that enlarged it: `lanczos` or `esrgan`.' },
+    },
+  },
+  // `upscale-2x`, `upscale-1600`, `upscale-2x-esrgan`.
+  tag(options) {
+    const detail = options.factor ? `${tagNumber(options.factor)}x` : sizeTag(options.width, options.height);
+    return tagged('upscale', isAiUpscale(options) && detail ? `${detail}-esrgan` : detail);
+  },
   timeLimitMs: aiTimeLimitMs,
   lane: (options) => (isAiUpscale(options) ? 'ai' : 'image'),
-  outputSize: upscaledSize,
+  sizes: (options, source) => [{ ...upscaledSize(options, source), capped: true }],
   step: {
     transform: (options, env) => {
       if (isAiUpscale(options)) return aiUpscaleTransform(env, (source) => upscaledSize(options, source));
@@ -57,5 +66,8 @@ export const upscale: Operation<typeof optionsSchema> = {
       };
     },
   },
-  run: (ctx) => runSingleImage(upscale, ctx, {}),
+  async run(ctx) {
+    const done = await runSingleImage(upscale, ctx, {});
+    return { ...done, result: { ...done.result, model: ctx.options.model ?? 'lanczos' } };
+  },
 };

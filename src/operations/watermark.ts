@@ -162,6 +162,7 @@ export const watermark: Operation<typeof optionsSchema> = {
   batch: true,
   example: { text: '© 2026 Example', position: 'bottom-right', opacity: 0.5 },
   options: optionsSchema,
+  tag: () => 'watermark',
   check(options) {
     const errors = exactlyOne(options as Record<string, unknown>, ['text', 'logoFileId']);
     if (options.logoFileId !== undefined) {

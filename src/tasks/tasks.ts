@@ -82,9 +82,7 @@ function failsAtOnce(op: AnyOperation, options: Record<string, unknown>, file: F
     checkSource({ ...source, frames }, limits);
     const format = typeof options.format === 'string' ? options.format : file.format;
     // A pipeline's every step result; another kind's output, as far as the options decide them.
-    const output = op.outputSize?.(options, source);
-    const planned = op.plannedSizes?.(options, source) ?? (output ? [{ ...output, capsSide: op.capsOutputSide ?? false }] : []);
-    for (const size of planned) checkOutputSize(size, limits, size.capsSide, outputFrames(frames, format));
+    for (const size of op.sizes?.(options, source) ?? []) checkOutputSize(size, limits, size.capped, outputFrames(frames, format));
     return undefined;
   } catch (err) {
     if (err instanceof TaskError) return err;

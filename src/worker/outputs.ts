@@ -1,4 +1,5 @@
-// A task's outputs on their way out, named after the operation that made them (output-names.ts):
+// A task's outputs on their way out, named after the kind that made them (`<stem>.<tag>.<ext>`,
+// operations/common.ts outputName):
 // held to the plan's storage rules before a byte is written,
 // written under keys derived from the task id (a task run twice overwrites, never orphans) and
 // hashed on the way, recorded as the account's files in the transaction that completes the
@@ -11,10 +12,11 @@ import { TaskError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
 import { recordOutputs, type StoredOutput } from '../files/files.js';
+import { outputName } from '../operations/common.js';
+import { getOperation } from '../operations/registry.js';
 import type { OperationOutput } from '../operations/types.js';
 import type { TaskQueue, TaskRow } from '../queue/queue.js';
 import { deleteTaskOutputs, outputKey, type ObjectStorage } from '../storage/storage.js';
-import { namedAfterOperation } from './output-names.js';
 
 /**
  * Bytes in memory, a slice at a time with a turn of the event loop between slices: hashing a
@@ -64,7 +66,7 @@ export class OutputStore {
       stored.push({
         fileId: newId('file'),
         storageKey: key,
-        filename: namedAfterOperation(output.filename, task.type, options),
+        filename: outputName(getOperation(task.type), output.filename, options),
         mimeType: output.mimeType,
         format: output.format,
         size,

@@ -137,11 +137,9 @@ export class TaskRunner {
     return `failed:${failure.code}`;
   }
 
-  /** The options' own limit (an AI upscale's), else TASK_TIMEOUT_SECONDS plus what the kind needs beyond it (a conversion's own limit). */
+  /** The kind's time limit for these options (an AI upscale's, a deck's with LibreOffice's), else TASK_TIMEOUT_SECONDS. */
   private timeLimitMs(kind: string, options: string): number {
-    const op = getOperation(kind);
-    const own = op?.timeLimitMs?.(this.deps.config, JSON.parse(options));
-    return own ?? this.deps.config.taskTimeoutMs + (op?.extraTimeMs?.(this.deps.config) ?? 0);
+    return getOperation(kind)?.timeLimitMs?.(this.deps.config, JSON.parse(options)) ?? this.deps.config.taskTimeoutMs;
   }
 
   /**

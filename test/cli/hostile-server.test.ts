@@ -144,7 +144,8 @@ describe('imgapi client commands against a hostile server', () => {
     ];
     const inputs = formats.map((_, i) => `in${i}.jpg`);
     formats.forEach(([format], i) => api.tasks.set(inputs[i]!, { result: { format } }));
-    // A deck's slides: several outputs, named by the client from the input and the slide numbers.
+    // A deck's slides: several outputs; names the server gives that are not `<input stem>.<tag>.<ext>`
+    // are not followed: the client names them from the input and the slide numbers, `.slide-<n>`.
     inputs.push('deck.jpg', 'deck2.jpg');
     api.tasks.set('deck.jpg', {
       outputFileIds: ['file_slide1', 'file_slide2'],
@@ -156,7 +157,7 @@ describe('imgapi client commands against a hostile server', () => {
     for (const input of inputs) fs.writeFileSync(path.join(root, input), 'jpeg');
     const expected = [
       ...formats.map(([, extension], i) => `in${i}.${extension}`),
-      ...['deck-slide-3.webp', 'deck-slide-2.webp', 'deck2-slide-1.bin', 'deck2-slide-2.bin'],
+      ...['deck.slide-3.webp', 'deck.slide-2.webp', 'deck2.slide-1.bin', 'deck2.slide-2.bin'],
     ].sort();
 
     const args = ['run', 'convert', ...inputs.map((input) => path.join(root, input)), '-o', out];
@@ -166,8 +167,9 @@ describe('imgapi client commands against a hostile server', () => {
     assert.deepEqual(fs.readdirSync(out).sort(), expected);
     assert.deepEqual(filesUnder(root), [...inputs, 'out', ...expected.map((name) => path.join('out', name))].sort());
 
-    // Again: every output exists, so none is replaced: an input whose `<name>.<ext>` exists for a
-    // format the service writes is skipped before upload; the others (.bin, slides) fail when written.
+    // Again: every output exists, so none is replaced: an input whose `<name>[.<kind>…].<ext>` exists
+    // for a format the service writes is skipped before upload; the others (.bin, slides, whose tag is
+    // not convert's) fail when written.
     fs.writeFileSync(path.join(out, 'in0.bin'), 'mine');
     const again = await imgapi([...args, '--json']);
     assert.equal(again.code, 1, show(again));

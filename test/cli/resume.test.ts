@@ -193,7 +193,7 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       const files = async () => (await client.get('/api/tasks')).body.data.tasks.length;
       assert.equal(await files(), 1);
 
-      // concert.png exists: concert is skipped (no upload, no task); swiss is done.
+      // concert.resize-8.png exists: concert is skipped (no upload, no task); swiss is done.
       const second = onTerminal(['run', 'resize', JPEG, PNG, '--width', '8', '--format', 'png', '--json', '-o', out], env);
       assert.equal(await second.done, 0, second.screen());
       const report = JSON.parse(lines(second.screen()).join(''));
@@ -201,7 +201,7 @@ for (const dialect of DIALECTS.slice(0, 1)) {
         report.files.map((file: { status: string }) => file.status),
         ['skipped', 'done'],
       );
-      assert.deepEqual(report.files[0].outputs, [path.join(out, 'concert.png')]);
+      assert.deepEqual(report.files[0].outputs, [path.join(out, 'concert.resize-8.png')]);
       assert.equal(report.files[0].input, JPEG);
       assert.equal(report.outputDir, out);
       assert.equal(await files(), 2, 'one new task, for swiss only');

@@ -65,7 +65,13 @@ type Size = { width: number; height: number };
 /** What each batch kind is asked, and the frame size it must produce from an upright source. */
 const KINDS: { kind: string; options: Record<string, unknown>; size: (s: Size) => Size; format?: string; capped?: boolean }[] = [
   { kind: 'compress', options: {}, size: (s) => s },
-  { kind: 'resize', options: { width: 64 }, size: (s) => ({ width: 64, height: Math.max(1, Math.round((s.height * 64) / s.width)) }), capped: true },
+  // A source narrower than the box keeps its size: resize never enlarges unless asked.
+  {
+    kind: 'resize',
+    options: { width: 64 },
+    size: (s) => (s.width < 64 ? s : { width: 64, height: Math.max(1, Math.round((s.height * 64) / s.width)) }),
+    capped: true,
+  },
   { kind: 'upscale', options: { factor: 2 }, size: (s) => ({ width: s.width * 2, height: s.height * 2 }), capped: true },
   { kind: 'convert', options: { format: 'png' }, size: (s) => s, format: 'png' },
   { kind: 'rotate', options: { angle: 90 }, size: (s) => ({ width: s.height, height: s.width }) },

@@ -243,9 +243,16 @@ describe('presentation-to-images', () => {
       assert.deepEqual(entries.get(names[i]!), await client.download(fileId), `entry ${names[i]} is image ${i + 1}`);
       const meta = (await client.get(`/api/files/${fileId}`)).body.data;
       assert.equal(meta.taskId, task.taskId);
-      assert.match(meta.filename, /^backgrounds-slide-\d+\.\w+$/);
+      assert.match(meta.filename, /^backgrounds\.slide-\d+\.\w+$/, 'named by the one rule: <deck>.slide-<n>.<ext>');
     }
+    assert.equal(zipFile.body.data.filename, 'backgrounds.slides.zip');
     assert.equal(task.result.size, zipFile.body.data.size);
+    // The deck's slide count, beside the slides rendered (all of them here).
+    assert.equal(task.result.slideCount, task.outputFileIds.length);
+    assert.deepEqual(
+      task.result.slides,
+      Array.from({ length: task.outputFileIds.length }, (_, i) => i + 1),
+    );
   });
 
   it('pages selects slides, numbered as shown; a slide past the end fails the task clearly', async () => {
@@ -261,6 +268,8 @@ describe('presentation-to-images', () => {
     );
     assert.equal(second.status, 'completed', JSON.stringify(second.error));
     assert.deepEqual(second.result.slides, [2]);
+    // One slide rendered of a deck that shows more: the count is the deck's, not the selection's.
+    assert.equal(second.result.slideCount, full.task.outputFileIds.length);
     assert.equal(second.outputFileIds.length, 1);
     // The same rendering as slide 2 of the whole deck.
     assert.deepEqual(await client.download(second.outputFileIds[0]), await client.download(full.task.outputFileIds[1]));

@@ -960,7 +960,7 @@ for (const dialect of DIALECTS) {
       it('answers 202 with a task already failed when the stored header shows a limit passed, charged nothing', async () => {
         const client = await key(queued);
         const { fileId } = await client.uploadData(SMALL_JPEG); // 320×240
-        const response = await client.post('/api/process/resize', { fileId, width: 16_384 }); // 16384×12288 > Pro's 100 MP
+        const response = await client.post('/api/process/resize', { fileId, width: 16_384, withoutEnlargement: false }); // 16384×12288 > Pro's 100 MP
         assert.equal(response.status, 202, JSON.stringify(response.body));
         assert.equal(response.body.data.status, 'failed');
         assert.equal(response.body.data.error.code, 'IMAGE_TOO_LARGE');

@@ -109,7 +109,7 @@ for (const dialect of DIALECTS) {
       const ids = [await client.uploadOk(red, 'red.png'), await client.uploadOk(blue, 'blue photo.jpg')];
       // A PNG cut short: its task fails, and the manifest says why.
       ids.push(await client.uploadOk(red.subarray(0, 60), 'cut.png'));
-      const batch = await client.post('/api/process/batch/convert', { fileIds: ids, format: 'webp' });
+      const batch = await client.post('/api/process/batch/rotate', { fileIds: ids, angle: 180, format: 'webp' });
       assert.equal(batch.status, 202);
       const { batchId } = batch.body.data;
 
@@ -150,19 +150,24 @@ for (const dialect of DIALECTS) {
       assert.equal(again.headers.get('etag'), etag);
       assert.deepEqual(again.body, zip.body);
       const entries = await unzip(zip.body as Buffer);
-      assert.deepEqual([...entries.keys()], ['001-red.webp', '002-blue photo.webp', 'manifest.json']);
-      assert.deepEqual(entries.get('001-red.webp'), await client.download(tasks[0].outputFileId));
-      assert.deepEqual(entries.get('002-blue photo.webp'), await client.download(tasks[1].outputFileId));
-      assert.equal((await sharp(entries.get('002-blue photo.webp')!).metadata()).width, 32);
+      // Each output under the service's own name (the one naming rule), after its place in the batch.
+      assert.deepEqual([...entries.keys()], ['001-red.rotate-180.webp', '002-blue photo.rotate-180.webp', 'manifest.json']);
+      for (const [index, task] of tasks.slice(0, 2).entries()) {
+        const output = (await client.get(`/api/files/${task.outputFileId}`)).body.data;
+        assert.equal([...entries.keys()][index], `00${index + 1}-${output.filename}`);
+      }
+      assert.deepEqual(entries.get('001-red.rotate-180.webp'), await client.download(tasks[0].outputFileId));
+      assert.deepEqual(entries.get('002-blue photo.rotate-180.webp'), await client.download(tasks[1].outputFileId));
+      assert.equal((await sharp(entries.get('002-blue photo.rotate-180.webp')!).metadata()).width, 32);
 
       const manifest = JSON.parse(entries.get('manifest.json')!.toString('utf8'));
       assert.equal(manifest.batchId, batchId);
-      assert.equal(manifest.type, 'convert');
+      assert.equal(manifest.type, 'rotate');
       assert.deepEqual(
         manifest.tasks.map((t: any) => [t.taskId, t.input.fileId, t.input.filename, t.status, t.file ?? null, t.error?.code ?? null]),
         [
-          [tasks[0].taskId, ids[0], 'red.png', 'completed', '001-red.webp', null],
-          [tasks[1].taskId, ids[1], 'blue photo.jpg', 'completed', '002-blue photo.webp', null],
+          [tasks[0].taskId, ids[0], 'red.png', 'completed', '001-red.rotate-180.webp', null],
+          [tasks[1].taskId, ids[1], 'blue photo.jpg', 'completed', '002-blue photo.rotate-180.webp', null],
           [tasks[2].taskId, ids[2], 'cut.png', 'failed', null, tasks[2].error.code],
         ],
       );

@@ -175,11 +175,11 @@ for (const dialect of DIALECTS) {
       const bytes = await smallAnimation(100, 200, 'gif');
       assert.ok(bytes.length < 1024 * 1024, 'the upload reads the whole header');
       const fileId = await client.uploadOk(bytes, 'small.gif');
-      const animated = await client.post('/api/process/resize', { fileId, width: 2100 });
+      const animated = await client.post('/api/process/resize', { fileId, width: 2100, withoutEnlargement: false });
       assert.equal(animated.body.data.status, 'failed');
       assert.equal(animated.body.data.error.code, 'IMAGE_TOO_LARGE');
       assert.match(animated.body.data.error.message, /^The output is 100 frame\(s\) of 2100×2100/);
-      const still = await client.post('/api/process/resize', { fileId, width: 2100, format: 'png' });
+      const still = await client.post('/api/process/resize', { fileId, width: 2100, withoutEnlargement: false, format: 'png' });
       assert.equal(still.body.data.status, 'queued');
       const done = await client.waitForTask(still.body.data.taskId);
       assert.equal(done.status, 'completed', JSON.stringify(done.error));
@@ -196,7 +196,7 @@ for (const dialect of DIALECTS) {
       const fits = await client.waitForTask(queued.body.data.taskId);
       assert.equal(fits.status, 'completed', JSON.stringify(fits.error));
       assert.equal(fits.result.width, 100);
-      const tooMany = await client.post('/api/process/resize', { fileId, width: 2100 });
+      const tooMany = await client.post('/api/process/resize', { fileId, width: 2100, withoutEnlargement: false });
       assert.equal(tooMany.body.data.status, 'queued');
       const task = await client.waitForTask(tooMany.body.data.taskId);
       assert.equal(task.status, 'failed');

@@ -79,14 +79,15 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       const out = path.join(work, 'batch');
       const result = await imgapi(['run', 'resize', JPEG, PNG, GIF, '--width', '48', '--format', 'png', '-o', out], { ...env, IMGAPI_KEY: key });
       assert.equal(result.code, 0, show(result));
-      for (const name of ['concert.png', 'swiss.png', 'rotating-squares.png']) {
+      // Named by the one rule, as the service names them: <input stem>.<tag>.<ext>.
+      for (const name of ['concert.resize-48.png', 'swiss.resize-48.png', 'rotating-squares.resize-48.png']) {
         const meta = await sharp(path.join(out, name)).metadata();
         assert.deepEqual([meta.format, meta.width], ['png', 48], name);
       }
       // The table: a row per file and the total.
       assert.match(result.stdout, /^file\s+before\s+after\s+change\s+time\s+result$/m);
       assert.match(result.stdout, /^total \(3\)\s.*3 done$/m);
-      assert.match(result.stderr, /concert\.jpg: done → .*concert\.png \(24 kB → /);
+      assert.match(result.stderr, /concert\.jpg: done → .*concert\.resize-48\.png \(24 kB → /);
       // One batch, not three jobs.
       const tasks = (await new Client(server.url, key).get('/api/tasks')).body.data.tasks;
       assert.equal(tasks.length, 3);
@@ -101,7 +102,7 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       assert.match(plain.stderr, failureLine(TRUNCATED, 'INVALID_IMAGE'), show(plain));
       assert.match(plain.stderr, failureLine(NOT_AN_IMAGE, 'UNSUPPORTED_MEDIA_TYPE'), show(plain));
       assert.match(plain.stdout, /^total \(3\)\s.*1 done, 2 failed$/m);
-      assert.ok(fs.existsSync(path.join(out, 'concert.jpg')));
+      assert.ok(fs.existsSync(path.join(out, 'concert.compress.jpg')));
 
       // Two inputs of one name, one of them in the output directory: neither input is
       // overwritten, and the outputs do not overwrite each other.
@@ -125,7 +126,7 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       assert.equal(good.bytesAfter, fs.statSync(path.resolve(REPO_ROOT, good.outputs[0])).size);
       assert.deepEqual(
         [good.outputs[0], same.outputs[0]].map((p: string) => path.basename(p)),
-        ['photo-compress.jpg', 'photo-2.jpg'],
+        ['photo.compress.jpg', 'photo-2.compress.jpg'],
       );
       assert.deepEqual(fs.readFileSync(path.join(a, 'photo.jpg')), fs.readFileSync(JPEG), 'the input is untouched');
       assert.deepEqual([bad.status, bad.error.code], ['failed', 'INVALID_IMAGE']);
@@ -140,7 +141,15 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       const flags = await imgapi(['run', 'resize', '--without-enlargement', PNG, '--width', '5000', '--format', 'webp', '-o', out], env);
       assert.equal(flags.code, 0, show(flags));
       const original = await sharp(PNG).metadata();
-      assert.equal((await sharp(path.join(out, 'swiss.webp')).metadata()).width, original.width, 'not enlarged');
+      assert.equal((await sharp(path.join(out, 'swiss.resize-5000.webp')).metadata()).width, original.width, 'not enlarged');
+      // Nor by default: the service keeps the size of an image smaller than the box, and says so.
+      // (Into a folder of its own: in `out` swiss's output exists, so a rerun there skips it.)
+      const keptOut = path.join(work, 'options-kept');
+      const kept = await imgapi(['run', 'resize', PNG, '--width', '4000', '--format', 'webp', '--json', '-o', keptOut], env);
+      assert.equal(kept.code, 0, show(kept));
+      assert.equal((await sharp(path.join(keptOut, 'swiss.resize-4000.webp')).metadata()).width, original.width, 'not enlarged by default');
+      const keptTask = (await new Client(server.url, env.IMGAPI_KEY).get(`/api/tasks/${JSON.parse(kept.stdout).files[0].taskId}`)).body.data;
+      assert.equal(keptTask.result.sizeKept, true);
 
       const pdf = await imgapi(['run', 'image-to-pdf', JPEG, PNG, '--page-size', 'A4', '--margin', '36', '--json', '-o', out], env);
       assert.equal(pdf.code, 0, show(pdf));
@@ -182,7 +191,7 @@ for (const dialect of DIALECTS.slice(0, 1)) {
         { kind: 'watermark', text: '© 2026, Me', opacity: 0.5 },
       ]);
       const original = await sharp(JPEG).metadata();
-      const output = await sharp(path.join(out, 'concert.webp')).metadata();
+      const output = await sharp(path.join(out, 'concert.resize-100.rotate-90.watermark.webp')).metadata();
       assert.deepEqual([output.width, output.height], [Math.round((original.height! * 100) / original.width!), 100]);
 
       const file = path.join(work, 'steps.json');
@@ -196,7 +205,7 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       const fromFile = await imgapi(['run', 'pipeline', PNG, '--steps', file, '--format', 'png', '-o', out], env);
       assert.equal(fromFile.code, 0, show(fromFile));
       assert.deepEqual(
-        await sharp(path.join(out, 'swiss.png'))
+        await sharp(path.join(out, 'swiss.crop.resize-64.png'))
           .metadata()
           .then((m) => [m.width, m.height]),
         [64, 64],

@@ -96,10 +96,19 @@ for (const dialect of DIALECTS) {
       const blob = new Blob([fs.readFileSync(PNG)], { type: 'image/png' });
       const fromBlob = await browser.run('rotate', blob, { angle: 90 });
       assert.ok(fromBlob.output.blob instanceof Blob);
+      // The service names the output by the one rule: <input stem>.<tag>.<ext> (a nameless blob is `upload`).
+      assert.equal(fromBlob.output.filename, 'upload.rotate-90.png');
       assert.equal(fromBlob.output.blob.type, 'image/png');
       const original = await sharp(PNG).metadata();
       const rotated = await sharp(Buffer.from(await fromBlob.output.blob.arrayBuffer())).metadata();
       assert.deepEqual([rotated.width, rotated.height], [original.height, original.width]);
+
+      // A directory keeps the service's name; a function chooses the path knowing it.
+      const intoFolder = await node.run('resize', JPEG, { width: 40, format: 'png' }, { destination: `${out}/` });
+      assert.equal(intoFolder.output.path, path.join(out, 'concert.resize-40.png'));
+      const chosen = await node.run('resize', JPEG, { width: 40, format: 'png' }, { destination: (file) => path.join(out, `mine-${file.filename}`) });
+      assert.equal(chosen.output.path, path.join(out, 'mine-concert.resize-40.png'));
+      assert.ok(fs.existsSync(chosen.output.path!));
 
       // An input already stored is used as it is.
       const again = await node.run('flip', { fileId: fromBuffer.inputs[0] }, { direction: 'horizontal' });

@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SESSION_READS_PER_SECOND } from '../../src/http/auth.js';
-import { namedAfterOperation } from '../../src/worker/output-names.js';
 import type { Clock } from '../../src/clock.js';
 import { createAccount, createApiKey } from '../../src/accounts/accounts.js';
 import { resetToken } from '../../src/accounts/password-reset.js';
@@ -226,36 +225,5 @@ describe('dashboard: failures by whose fault they are, outputs by the operation 
     } finally {
       await server.close();
     }
-  });
-
-  it('names each kind of output after its operation and options', () => {
-    const cases: [string, Record<string, unknown>, string][] = [
-      ['resize', { width: 800 }, 'photo.resize-800.jpg'],
-      ['resize', { width: 800, height: 600 }, 'photo.resize-800x600.jpg'],
-      ['resize', { height: 600 }, 'photo.resize-x600.jpg'],
-      ['crop', { left: 0, top: 0, width: 100, height: 50 }, 'photo.crop-100x50.jpg'],
-      ['crop', { aspectRatio: '16:9' }, 'photo.crop.jpg'],
-      ['rotate', { angle: 90 }, 'photo.rotate-90.jpg'],
-      ['flip', { direction: 'horizontal' }, 'photo.flip-horizontal.jpg'],
-      ['watermark', { text: '©' }, 'photo.watermark.jpg'],
-      ['upscale', { factor: 2 }, 'photo.upscale-2x.jpg'],
-      ['upscale', { width: 1600, model: 'esrgan' }, 'photo.upscale-1600-esrgan.jpg'],
-      ['compress', { quality: 60 }, 'photo.compress-q60.jpg'],
-      ['compress', { quality: 'auto' }, 'photo.compress.jpg'],
-      [
-        'pipeline',
-        {
-          steps: [
-            { kind: 'resize', width: 800 },
-            { kind: 'watermark', text: '©' },
-          ],
-        },
-        'photo.resize-800.watermark.jpg',
-      ],
-      ['convert', { format: 'webp' }, 'photo.jpg'],
-      ['image-to-pdf', {}, 'photo.jpg'],
-    ];
-    for (const [kind, options, expected] of cases) assert.equal(namedAfterOperation('photo.jpg', kind, options), expected, kind);
-    assert.equal(namedAfterOperation('no-extension', 'rotate', { angle: 180 }), 'no-extension.rotate-180');
   });
 });

@@ -1,4 +1,4 @@
-// A form generated from a job kind's JSON Schema (GET /dashboard-api/operations, built from the
+// A form generated from a kind's JSON Schema (GET /dashboard-api/operations, built from the
 // operations registry): one field per option, typed by the schema; nothing restated by hand.
 // Values are kept as text and converted to the schema's types when the job is sent. Each field
 // shows at most one message, beside it: the browser's own check (validation.ts) or the server's.

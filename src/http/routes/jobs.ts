@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Services } from '../../services.js';
 import { canonicalFormat } from '../../imaging/formats.js';
 import { OPERATIONS } from '../../operations/registry.js';
+import { resultNote } from '../../operations/reference.js';
 import type { AnyOperation } from '../../operations/types.js';
 import { submitBatch, submitTask } from '../../tasks/tasks.js';
 import { withIdempotency } from '../../db/idempotency.js';
@@ -74,7 +75,7 @@ export function jobRoutes(app: FastifyInstance, services: Services): void {
           tags: ['Jobs'],
           security: API_SECURITY,
           summary: op.summary,
-          description: `${op.description}\n\nAnswers 202 with the queued task and \`Location: /api/tasks/{taskId}\`.`,
+          description: `${op.description}${resultNote(op)}\n\nAnswers 202 with the queued task and \`Location: /api/tasks/{taskId}\`.`,
           headers: idempotencyHeader,
           body: singleBodySchema(op),
           response: apiResponses(

@@ -8,7 +8,6 @@ import { isFinished, TASK_STATUSES } from '../../db/schema.js';
 import { cancelTask, cancelTasks, finishedBatch, getBatch, getTask, listTasks, taskToApi, type BatchArchiveEntry } from '../../tasks/tasks.js';
 import { safeFilename } from '../../files/identify.js';
 import { LongPolls } from '../../tasks/long-poll.js';
-import { extensionOf } from '../../imaging/formats.js';
 import { paginationQuery } from '../pagination.js';
 import { API_READ, API_SECURITY, API_WRITE, VALIDATED, apiResponses, bytes, jsonData } from '../openapi.js';
 import { CANCELED_TASK_EXAMPLE, idParam } from '../schemas.js';
@@ -146,7 +145,8 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
         security: API_SECURITY,
         summary: "Download a finished batch's outputs as one ZIP",
         description:
-          'A ZIP, streamed, of every completed output in batch order, named `NNN-<input name>.<ext>` (NNN counts from 001), plus ' +
+          "A ZIP, streamed, of every completed output in batch order, named `NNN-<output name>` (NNN counts from 001; the output's own " +
+          'name, `<input stem>.<tag>.<ext>`, as `GET /api/download` gives it), plus ' +
           "`manifest.json`: each task's `taskId`, `input` (`fileId`, `filename`), `status`, the `file` it became in the ZIP, and " +
           '`error` for a failed task (an output already expired or deleted is listed with `expired: true`). 409 `BATCH_NOT_FINISHED` ' +
           'while a task is queued or processing.\n\n' +
@@ -241,9 +241,8 @@ function waitQuery(description: string) {
   return { type: 'object', additionalProperties: false, properties: { wait: { type: 'integer', minimum: 1, maximum: 30, description } } } as const;
 }
 
-/** `NNN-<input name>.<output's extension>`: NNN the task's place in the batch, from 001. */
-function archiveName({ task, input, output }: BatchArchiveEntry): string {
+/** `NNN-<output's name>` (the one naming rule's `<input stem>.<tag>.<ext>`): NNN the task's place in the batch, from 001. */
+function archiveName({ task, output }: BatchArchiveEntry): string {
   const place = String((task.batch_index ?? 0) + 1).padStart(3, '0');
-  const stem = safeFilename(input?.filename, output!.format).replace(/\.[^.]*$/, '') || 'output';
-  return `${place}-${stem}.${extensionOf(output!.format)}`;
+  return `${place}-${safeFilename(output!.filename, output!.format)}`;
 }

@@ -1,4 +1,4 @@
-// The playground: any job kind from the browser. Inputs are uploaded here (dropped or picked,
+// The playground: any kind from the browser. Inputs are uploaded here (dropped or picked,
 // with progress) or chosen from the files already stored (also /playground?fileId=…, "Open in
 // playground" on Files); a watermark's logo is chosen on its own and is never an input. The
 // kind's options are a form generated from its schema, checked in the browser before anything

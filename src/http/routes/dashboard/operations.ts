@@ -1,4 +1,4 @@
-// The job kinds for the playground's forms, straight from the operations registry: each kind's
+// The kinds for the playground's forms, straight from the operations registry: each kind's
 // request body as the API validates it (the same schema builders as the job routes), so the
 // dashboard never restates an option by hand.
 import type { FastifyInstance } from 'fastify';

@@ -1,4 +1,4 @@
-// Which options of a job kind exclude or need each other, for the playground's forms. The JSON
+// Which options of a kind exclude or need each other, for the playground's forms. The JSON
 // Schemas say what one field may be; the rules between fields live in each kind's `check`
 // (compress: targetSize is exclusive with quality; watermark: exactly one of text or logoFileId,
 // fontSize for text only…). Rather than restate them, they are read from `check` itself: each

@@ -195,7 +195,7 @@ export async function refundTask(tx: Tx, accountId: string, createdAt: number): 
     .execute();
 }
 
-export async function storageUsed(db: Tx | Database['db'], accountId: string): Promise<number> {
+async function storageUsed(db: Tx | Database['db'], accountId: string): Promise<number> {
   const row = await db.selectFrom('accounts').select('storage_used').where('id', '=', accountId).executeTakeFirst();
   return Number(row?.storage_used ?? 0);
 }

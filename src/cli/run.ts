@@ -527,7 +527,7 @@ const TAG = /^\.[a-z0-9][a-z0-9.x-]*$/;
  * `flowers.resize-1600.webp` of `flowers.jpg` → `resize-1600`; undefined when the name has none
  * or is not of that input (a name the server made up is not followed).
  */
-export function tagOf(outputName: string, input: string | undefined): string | undefined {
+function tagOf(outputName: string, input: string | undefined): string | undefined {
   if (!input) return undefined;
   const stem = path.basename(input, path.extname(input));
   const extension = path.extname(outputName);

@@ -49,7 +49,7 @@ export interface FilesTable {
 }
 
 /** What GET /api/files/{fileId}/info answers, computed once per file (src/files/info.ts); removed with its file. */
-export interface FileInfoTable {
+interface FileInfoTable {
   file_id: string;
   /** The answer's JSON (without `faces`, which is asked for apart). */
   info: string;

@@ -16,7 +16,7 @@ import type { Poppler, RunLimits } from '../programs/poppler.js';
 import { runsOf } from './pages.js';
 
 /** The formats a page's image may be written in. */
-export const PAGE_IMAGE_FORMATS = ['png', 'jpeg', 'webp'] as const;
+const PAGE_IMAGE_FORMATS = ['png', 'jpeg', 'webp'] as const;
 type PageImageFormat = (typeof PAGE_IMAGE_FORMATS)[number];
 
 /** The `format` option of the page-image kinds, with its aliases (`jpg`), which the routes put back as the format's own name before a kind sees them. */

@@ -51,7 +51,7 @@ if (!port) throw new Error('face-worker.ts runs as a worker thread');
 const require = createRequire(import.meta.url);
 
 /** The face-api package's directory (its model/ folder is beside dist/). */
-export const FACE_API_DIR = path.resolve(path.dirname(require.resolve('@vladmandic/face-api/dist/face-api.node-wasm.js')), '..');
+const FACE_API_DIR = path.resolve(path.dirname(require.resolve('@vladmandic/face-api/dist/face-api.node-wasm.js')), '..');
 
 const detector = (async () => {
   const tf = await wasmBackend();

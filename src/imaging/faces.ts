@@ -121,7 +121,7 @@ export function closeFaceDetector(): Promise<void> {
 }
 
 /** The whole image, then (`tile` > 0) square tiles overlapping by a quarter, covering it. */
-export function planViews(size: Size, tile: number): FaceView[] {
+function planViews(size: Size, tile: number): FaceView[] {
   const views: FaceView[] = [{ left: 0, top: 0, ...size }];
   if (tile <= 0 || (size.width <= tile && size.height <= tile)) return views;
   const stride = Math.round(tile * 0.75);
@@ -137,7 +137,7 @@ export function planViews(size: Size, tile: number): FaceView[] {
 }
 
 /** One box per face: the best-scored of those that overlap (a tile's partial view of a face goes into the whole one). */
-export function mergeFaces(faces: RawFace[]): RawFace[] {
+function mergeFaces(faces: RawFace[]): RawFace[] {
   const kept: RawFace[] = [];
   for (const face of [...faces].sort((a, b) => b.score - a.score)) {
     const same = kept.some((k) => {

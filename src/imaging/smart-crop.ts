@@ -7,7 +7,7 @@ import type { ResizeOptions, Sharp } from 'sharp';
 import { boxAround, detectFaces } from './faces.js';
 import { resizedSize, type Size } from './geometry.js';
 
-export const SMART_POSITIONS: readonly string[] = ['attention', 'entropy', 'face'];
+const SMART_POSITIONS: readonly string[] = ['attention', 'entropy', 'face'];
 
 export interface CoverOptions extends ResizeOptions {
   width: number;

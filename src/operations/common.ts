@@ -86,7 +86,7 @@ export function sizeTag(width: unknown, height: unknown): string | undefined {
 export const tagged = (kind: string, detail: string | undefined): string => (detail ? `${kind}-${detail}` : kind);
 
 /** `filename` (`<stem>.<ext>`, as a kind's `run` names it) with `tag` before its extension: `photo.webp` → `photo.resize-800.webp`. */
-export function withTag(filename: string, tag: string | undefined): string {
+function withTag(filename: string, tag: string | undefined): string {
   if (!tag) return filename;
   const dot = filename.lastIndexOf('.');
   return dot > 0 ? `${filename.slice(0, dot)}.${tag}${filename.slice(dot)}` : `${filename}.${tag}`;

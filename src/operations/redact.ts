@@ -13,7 +13,7 @@ import type { FieldError, Operation, OptionsOf, StepEnv } from './types.js';
 const METHODS = ['pixelate', 'blur', 'fill'] as const;
 
 /** Around a face's box, as fractions of its width (sides) and height (above, below). */
-export const FACE_MARGIN = { sides: 0.2, above: 0.45, below: 0.2 } as const;
+const FACE_MARGIN = { sides: 0.2, above: 0.45, below: 0.2 } as const;
 
 const px = (description: string) => ({ type: 'integer', minimum: 0, maximum: 1_000_000, description }) as const;
 
@@ -51,7 +51,7 @@ const optionsSchema = {
 type RedactOptions = OptionsOf<typeof optionsSchema>;
 
 /** A region covered: a face (with its margin, and the detector's score) or one the options gave. */
-export interface CoveredRegion {
+interface CoveredRegion {
   left: number;
   top: number;
   width: number;

@@ -16,7 +16,7 @@ export function resultNote(op: AnyOperation): string {
 }
 
 /** An option's values as a reader wants them: its type, its choices or its range. */
-export function valuesOf(schema: JsonSchema): string {
+function valuesOf(schema: JsonSchema): string {
   if (schema.const !== undefined) return code(schema.const);
   if (Array.isArray(schema.enum)) return schema.enum.map(code).join(', ');
   const types = Array.isArray(schema.type) ? schema.type.map(String) : [String(schema.type ?? 'object')];

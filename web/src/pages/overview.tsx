@@ -55,7 +55,7 @@ function useNarrow(query = '(max-width: 600px)'): boolean {
   return narrow;
 }
 
-export function TasksChart({ days }: { days: Day[] }) {
+function TasksChart({ days }: { days: Day[] }) {
   // The SVG scales to its card: drawn 720 wide, a phone would shrink its labels to 5 px. On a
   // narrow screen it is drawn about as wide as it is shown, so its text stays at its own size.
   const width = useNarrow() ? 340 : 720;

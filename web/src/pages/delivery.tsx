@@ -612,7 +612,7 @@ export function DeliveryPage() {
       <PageTitle title="Delivery" />
       <p className="muted">
         Delivery URLs render an image on the first request and serve the stored render afterwards, for an <code>&lt;img src&gt;</code>: signed, so no
-        API key travels. See "Delivery URLs" in the README and <a href="/docs">the API reference</a>.
+        API key travels. See docs/guides/delivery-urls.md in the repository and <a href="/docs">the API reference</a>.
       </p>
       {renders === 0 && (
         <div className="notice" data-testid="no-renders">

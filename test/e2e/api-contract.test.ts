@@ -10,6 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { createAccount, createApiKey, revokeApiKey } from '../../src/accounts/accounts.js';
 import { OPERATIONS } from '../../src/operations/registry.js';
+import { simplePdf } from '../documents/pdf-fixtures.js';
 import { Client, DIALECTS, apiFetch, corpusFile, sleep, startServer, type ApiResponse, type TestServer } from '../helpers.js';
 
 const img = (name: string) => corpusFile(`images/sharp/${name}`);
@@ -1026,10 +1027,12 @@ for (const dialect of DIALECTS) {
         const openapi = (await client.get('/openapi.json')).body;
         const image = (await client.uploadData(SMALL_JPEG)).fileId;
         const deck = (await client.uploadData(corpusFile('presentations/python-pptx/tbl-cell.pptx'))).fileId;
+        const pdf = (await client.uploadData(simplePdf({ pages: 5 }), 'five.pdf')).fileId;
+        const inputs = { image, presentation: deck, pdf } as const;
         for (const op of OPERATIONS) {
           const name = op.kind.replace(/(^|-)([a-z])/g, (_m: string, _d: string, c: string) => c.toUpperCase());
           const example = { ...openapi.components.schemas[`${name}Request`].examples[0] };
-          const input = op.accepts === 'presentation' ? deck : image;
+          const input = inputs[op.accepts];
           if ('fileIds' in example) example.fileIds = example.fileIds.map(() => input);
           else example.fileId = input;
           const queuedTask = await client.post(`/api/process/${op.kind}`, example);

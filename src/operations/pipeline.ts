@@ -127,9 +127,12 @@ export function pipelineOf(transforms: readonly AnyOperation[]): Operation {
     sizes: (options, source) => sizes(pipelineOptions(options), source),
     // A step of the AI lane (an esrgan upscale) puts the whole task there.
     lane: (options) => (pipelineOptions(options).steps.some((step) => opOf(step).lane?.(optionsOf(step)) === 'ai') ? 'ai' : 'image'),
-    // A step with a time limit of its own (an AI upscale) gives the whole task the longest of them.
-    timeLimitMs: (config, options) =>
-      Math.max(config.taskTimeoutMs, ...pipelineOptions(options).steps.map((step) => opOf(step).timeLimitMs?.(config, optionsOf(step)) ?? 0)),
+    // Steps whose kinds set their own time limit (an AI upscale's) give the whole task the longest
+    // of them, as a single job of that kind would have; without such a step, TASK_TIMEOUT_SECONDS.
+    timeLimitMs(config, options) {
+      const own = pipelineOptions(options).steps.flatMap((step) => opOf(step).timeLimitMs?.(config, optionsOf(step)) ?? []);
+      return own.length ? Math.max(...own) : config.taskTimeoutMs;
+    },
     async run(ctx) {
       const options = pipelineOptions(ctx.options);
       const calls: StepCall[] = options.steps.map((step, index) => ({ op: opOf(step), options: optionsOf(step), path: `steps[${index}]` }));

@@ -34,7 +34,12 @@ export function storageSource(storage: ObjectStorage, key: string, size: number)
     storage.get(key, { start, end: end - 1 }).then(
       // Errors travel both ways: a failed read ends the reader's stream; a reader that stops
       // early (yauzl closing the zip) releases the storage stream.
-      (body) => pipeline(body, out, () => {}),
+      (body) => {
+        // A reader that stopped before the object arrived: nothing will read it, so let it go now
+        // (its file handle, on local storage) instead of leaving it to the garbage collector.
+        if (out.destroyed) body.destroy();
+        else pipeline(body, out, () => {});
+      },
       (err) => out.destroy(err),
     );
     return out;

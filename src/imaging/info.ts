@@ -3,6 +3,7 @@
 // hash) is computed from the small upright sRGB copy the previews make (preview.ts: decoded on
 // libvips' threads with shrink-on-load, within the plan's limits). What is left in JavaScript
 // works on at most 100 × 100 pixels, so the event loop never holds a big image.
+import fs from 'node:fs';
 import exifr from 'exifr';
 import { encode as blurhashOf } from 'blurhash';
 import sharp from 'sharp';
@@ -174,8 +175,25 @@ const EXIF_OPTIONS = {
 } as const;
 const MAX_EXIF_TEXT = 1000;
 
+/**
+ * How much of the file exifr reads: EXIF sits near the start of a JPEG, PNG, WebP or TIFF, and an
+ * HEIF/AVIF file's Exif item is rarely past its first megabytes.
+ */
+const EXIF_READ_BYTES = 16 * 1024 * 1024;
+
 async function readExif(path: string): Promise<{ tags: Record<string, unknown> | null; gps: ImageInfo['gps'] }> {
-  const parsed = (await exifr.parse(path, EXIF_OPTIONS).catch(() => undefined)) as Record<string, unknown> | undefined;
+  // Read here and handed over as bytes: exifr's own file reader can leave its file handle open
+  // for the garbage collector, which Node reports as an error.
+  const handle = await fs.promises.open(path, 'r');
+  let head: Buffer;
+  try {
+    const { size } = await handle.stat();
+    head = Buffer.alloc(Math.min(size, EXIF_READ_BYTES));
+    await handle.read(head, 0, head.length, 0);
+  } finally {
+    await handle.close();
+  }
+  const parsed = (await exifr.parse(head, EXIF_OPTIONS).catch(() => undefined)) as Record<string, unknown> | undefined;
   if (!parsed) return { tags: null, gps: null };
   const tags: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(parsed)) {

@@ -296,7 +296,7 @@ describe('extend', () => {
     assert.deepEqual([out.outputs[0]!.width, out.outputs[0]!.height], [320 + 5 + 2, 240 + 10 + 2]);
     const { data } = await raw(bytesOf(await run(extend, small, { top: 10, left: 5, all: 2, background: '#ff0000', format: 'png' })));
     assert.deepEqual([...data.subarray(0, 3)], [255, 0, 0]);
-    assert.deepEqual(extend.outputSize!({ all: 7, right: 0 }, { width: 100, height: 50 }), { width: 107, height: 64 });
+    assert.deepEqual(extend.sizes!({ all: 7, right: 0 }, { width: 100, height: 50 }), [{ width: 107, height: 64, capped: false }]);
   });
 
   it('defaults to transparent where the format has alpha, else white', async () => {

@@ -95,14 +95,14 @@ describe('pdf-to-images (the operation)', () => {
     assert.deepEqual(await zipNames(zip!.path!), ['page-1.png', 'page-2.png', 'page-3.png']);
     assert.deepEqual(
       pages.map((p) => p.filename),
-      ['report-page-1.png', 'report-page-2.png', 'report-page-3.png'],
+      ['report.page-1.png', 'report.page-2.png', 'report.page-3.png'],
     );
     const decoded = await images(result);
     assert.deepEqual(
       decoded.map((m) => [m.format, m.width, m.height]),
       PHOTO_PAGES.map((page) => ['png', 1920, Math.ceil((1920 * page.height) / page.width)]),
     );
-    assert.deepEqual(result.result, { imageFormat: 'png', width: 1920, height: 1440, pages: 3, pageNumbers: [1, 2, 3] });
+    assert.deepEqual(result.result, { imageFormat: 'png', width: 1920, height: 1440, pages: 3, pageNumbers: [1, 2, 3], pageCount: 3 });
   });
 
   it('draws the page: the photo comes out, not a blank page', async () => {
@@ -124,7 +124,7 @@ describe('pdf-to-images (the operation)', () => {
         [format, format, format],
       );
       assert.equal(result.result.imageFormat, format);
-      assert.match(result.outputs[1]!.filename, new RegExp(`-page-1\\.${format === 'jpeg' ? 'jpg' : format}$`));
+      assert.match(result.outputs[1]!.filename, new RegExp(`\\.page-1\\.${format === 'jpeg' ? 'jpg' : format}$`));
     });
   }
 

@@ -193,7 +193,7 @@ for (const dialect of DIALECTS) {
 
         // A wakes up: its heartbeat and its completion are refused and leave nothing behind.
         assert.equal(await queue.heartbeat(id, 'worker-A', LEASE_MS), false);
-        const stale = await completeTask(queue, fromA, 'worker-A', [fakeOutput('a')], { result: { from: 'A' } });
+        const stale = await completeTask(queue, fromA, 'worker-A', [fakeOutput('a')], { result: { quality: 11 } });
         assert.equal(stale, false);
         assert.equal(await queue.fail(fromA, 'worker-A', { code: 'INTERNAL_ERROR', message: 'late', transient: true }), 'lost');
         assert.equal((await outputRows(services, id)).length, 0);
@@ -204,7 +204,7 @@ for (const dialect of DIALECTS) {
         assert.ok(await queue.heartbeat(id, 'worker-B', LEASE_MS));
         const output = fakeOutput('b');
         // A result as the worker writes it: the output's format and size, and the kind's own fields.
-        const resultB = { format: output.format, size: output.size, from: 'B' };
+        const resultB = { format: output.format, size: output.size, quality: 22 };
         assert.equal(await completeTask(queue, fromB, 'worker-B', [output], { result: resultB }), true);
         // Completing twice is refused too: the task is no longer processing.
         assert.equal(await completeTask(queue, fromB, 'worker-B', [fakeOutput('b2')], { result: resultB }), false);

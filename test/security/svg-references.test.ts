@@ -92,6 +92,10 @@ const JOB_OPTIONS: Record<string, (svgId: string) => Record<string, unknown>> = 
   flip: (fileId) => ({ fileId, direction: 'horizontal' }),
   watermark: (fileId) => ({ fileId, text: 'x', fontSize: 8, position: 'bottom-right' }),
   upscale: (fileId) => ({ fileId, factor: 2 }),
+  redact: (fileId) => ({ fileId, faces: false, regions: [{ left: 0, top: 0, width: 8, height: 8 }] }),
+  adjust: (fileId) => ({ fileId, brightness: 1.1 }),
+  trim: (fileId) => ({ fileId }),
+  extend: (fileId) => ({ fileId, all: 4 }),
   'image-to-pdf': (fileId) => ({ fileIds: [fileId] }),
   pipeline: (fileId) => ({
     fileId,

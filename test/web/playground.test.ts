@@ -332,6 +332,8 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     await page.getByTestId('run').click();
     await waitCompleted();
     const gallery = page.getByTestId('slides');
+    // Thumbnails load as they scroll into view, as a reader would scroll to them.
+    await gallery.scrollIntoViewIfNeeded();
     await gallery.locator('li img').first().waitFor();
     const taskId = await results().locator('li').first().getAttribute('data-task-id');
     const task = (await client.get(`/api/tasks/${taskId}`)).body.data;

@@ -14,7 +14,7 @@
 // lower score threshold. Without it, one run over the whole image: the faces a crop centres on.
 import type { Worker } from 'node:worker_threads';
 import type { Sharp } from 'sharp';
-import { startWorkerThread } from '../worker-thread.js';
+import { SerialThread } from '../worker-thread.js';
 import type { FaceJob, FaceMessage, FaceView, RawFace } from './face-worker.js';
 import type { Size } from './geometry.js';
 import type { ImageLimits } from './limits.js';
@@ -49,40 +49,21 @@ const MODES = {
 const SAME_FACE_OVERLAP = 0.5;
 
 class FaceDetector {
-  private worker: Worker | undefined;
+  private readonly thread = new SerialThread(import.meta.url, 'face-worker');
   private nextId = 1;
-  private turn: Promise<unknown> = Promise.resolve();
 
   /** Runs the network on `views` of packed RGB pixels; jobs wait for the one before them. */
   detect(pixels: Uint8Array, size: Size, views: FaceView[], minScore: number, signal?: AbortSignal): Promise<RawFace[]> {
-    const job = this.turn.then(() => this.runJob(pixels, size, views, minScore, signal));
-    this.turn = job.catch(() => undefined);
-    return job;
+    return this.thread.run((worker) => this.runJob(worker, pixels, size, views, minScore, signal));
   }
 
-  async close(): Promise<void> {
-    const worker = this.worker;
-    this.worker = undefined;
-    await worker?.terminate();
+  /** Ends the thread (its model goes with it); the next job starts a new one. */
+  close(): Promise<void> {
+    return this.thread.close();
   }
 
-  private spawn(): Worker {
-    if (this.worker) return this.worker;
-    const worker = startWorkerThread(import.meta.url, 'face-worker');
-    // A process with nothing else to do may exit with the model loaded.
-    worker.unref();
-    const forget = () => {
-      if (this.worker === worker) this.worker = undefined;
-    };
-    worker.once('exit', forget);
-    worker.once('error', forget);
-    this.worker = worker;
-    return worker;
-  }
-
-  private runJob(pixels: Uint8Array, size: Size, views: FaceView[], minScore: number, signal?: AbortSignal): Promise<RawFace[]> {
+  private runJob(worker: Worker, pixels: Uint8Array, size: Size, views: FaceView[], minScore: number, signal?: AbortSignal): Promise<RawFace[]> {
     if (signal?.aborted) return Promise.reject(signal.reason);
-    const worker = this.spawn();
     const id = this.nextId++;
     const state = new Int32Array(new SharedArrayBuffer(4));
     return new Promise((resolve, reject) => {

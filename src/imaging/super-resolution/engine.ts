@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import sharp, { type Sharp } from 'sharp';
-import { startWorkerThread } from '../../worker-thread.js';
+import { SerialThread } from '../../worker-thread.js';
 import type { Size } from '../geometry.js';
 import type { InferenceJob, InferenceMessage } from './inference-worker.js';
 import { modelScaleFor, TILE_OVERLAP, TILE_SIZE, type ModelScale } from './model.js';
@@ -35,10 +35,9 @@ export interface UpscaledBand {
 }
 
 export class SuperResolutionEngine {
-  private worker: Worker | undefined;
+  /** Jobs run one at a time on it: each waits for the one before it. */
+  private readonly thread = new SerialThread(import.meta.url, 'inference-worker');
   private nextId = 1;
-  /** Jobs run one at a time: each waits for the one before it. */
-  private turn: Promise<unknown> = Promise.resolve();
 
   /**
    * Upscales packed RGB bytes (or RGBA, whose alpha is skipped) by the network's `scale`, band by
@@ -52,33 +51,16 @@ export class SuperResolutionEngine {
     onBand: (band: UpscaledBand) => Promise<void>,
     run: UpscaleRun = {},
   ): Promise<{ tiles: number }> {
-    const job = this.turn.then(() => this.runJob(pixels, size, scale, onBand, run));
-    this.turn = job.catch(() => undefined);
-    return job;
+    return this.thread.run((worker) => this.runJob(worker, pixels, size, scale, onBand, run));
   }
 
   /** Ends the worker thread (its models go with it); the next job starts a new one. */
-  async close(): Promise<void> {
-    const worker = this.worker;
-    this.worker = undefined;
-    await worker?.terminate();
-  }
-
-  private spawn(): Worker {
-    if (this.worker) return this.worker;
-    const worker = startWorkerThread(import.meta.url, 'inference-worker');
-    // A process that has nothing else to do may exit with the model still loaded.
-    worker.unref();
-    const forget = () => {
-      if (this.worker === worker) this.worker = undefined;
-    };
-    worker.once('exit', forget);
-    worker.once('error', forget);
-    this.worker = worker;
-    return worker;
+  close(): Promise<void> {
+    return this.thread.close();
   }
 
   private runJob(
+    worker: Worker,
     pixels: { data: Uint8Array; channels: 3 | 4 },
     size: Size,
     scale: ModelScale,
@@ -87,7 +69,6 @@ export class SuperResolutionEngine {
   ): Promise<{ tiles: number }> {
     const { signal } = run;
     if (signal?.aborted) return Promise.reject(signal.reason);
-    const worker = this.spawn();
     const id = this.nextId++;
     // [0]: the cancel flag the worker reads between tiles; [1]: tiles it has finished.
     const state = new Int32Array(new SharedArrayBuffer(8));

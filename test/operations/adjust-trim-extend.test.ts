@@ -1,48 +1,29 @@
 // adjust, trim and extend run as the worker runs them, on real corpus files, each option checked
-// on the decoded output (a tiny local harness: the operation, a file record, the Max plan's limits).
+// on the decoded output.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { DEFAULT_PLANS } from '../../src/accounts/plans.js';
-import type { FileRecord } from '../../src/files/files.js';
 import { adjust } from '../../src/operations/adjust.js';
 import { extend } from '../../src/operations/extend.js';
 import { trim } from '../../src/operations/trim.js';
 import type { AnyOperation, OperationResult } from '../../src/operations/types.js';
 import Ajv from 'ajv';
-import { corpusFile } from '../helpers.js';
-import { formatOf } from '../imaging/compress-helpers.js';
+import { corpusFile, tempDir } from '../helpers.js';
+import { operationHarness } from './harness.js';
 
-const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'imgapi-parity-ops-'));
+const h = operationHarness();
+/** Made-up images the tests write (removed after). */
+const tmpRoot = tempDir('imgapi-parity-ops-');
 after(() => fs.rmSync(tmpRoot, { recursive: true, force: true }));
 
-/** `op.run` on `file` (a path) with `options`, as the worker calls it. */
+/** `op.run` on `file` (a path) with `options`, as the worker calls it (test/operations/harness.ts), its outputs' bytes in memory. */
 async function run(op: AnyOperation, file: string, options: Record<string, unknown>): Promise<OperationResult> {
-  const meta = await sharp(file, { limitInputPixels: false }).metadata();
-  const record = {
-    id: 'file_test',
-    filename: path.basename(file),
-    format: formatOf(file) ?? meta.format,
-    size: fs.statSync(file).size,
-    width: meta.width ?? null,
-    height: meta.pageHeight ?? meta.height ?? null,
-    pages: meta.pages ?? null,
-  } as FileRecord;
-  assert.deepEqual(op.check?.(options, [], DEFAULT_PLANS.max) ?? [], [], 'the options pass the kind’s own checks');
-  return op.run({
-    taskId: 'task_test',
-    options,
-    inputs: [{ file: record, path: file }],
-    limits: DEFAULT_PLANS.max,
-    deadline: Date.now() + 120_000,
-    signal: new AbortController().signal,
-    tmpDir: fs.mkdtempSync(path.join(tmpRoot, 'task-')),
-    progress: () => {},
-    documents: { ffmpeg: undefined } as never,
-  });
+  assert.deepEqual(await h.check(op.kind, options), [], 'the options pass the kind’s own checks');
+  const { result, outputs } = await h.run(op.kind, file, options);
+  return { ...result, outputs: result.outputs.map((output, i) => ({ ...output, data: outputs[i]!, path: undefined })) };
 }
 
 async function raw(data: Buffer | string, channels: 3 | 4 = 3) {

@@ -14,7 +14,7 @@ import { resize } from '../../src/operations/resize.js';
 import type { AnyOperation, OperationResult } from '../../src/operations/types.js';
 import { upscale } from '../../src/operations/upscale.js';
 import { corpusFile } from '../helpers.js';
-import { runOperation } from './run-operation.js';
+import { operationHarness } from './harness.js';
 
 /** What every result says of its output; the rest must be the kind's own declared fields. */
 const BASE_RESULT = ['format', 'size', 'width', 'height', 'pages'];
@@ -116,26 +116,28 @@ describe('kinds: the registry is the one list', () => {
 });
 
 describe('kinds: honest results, run on real files', () => {
+  const h = operationHarness();
+
   it('resize never enlarges unless asked, and says when it kept the size', async () => {
-    const kept = await runOperation(resize, PHOTO, { width: 1600, format: 'webp' });
+    const kept = (await h.run(resize.kind, PHOTO, { width: 1600, format: 'webp' })).result;
     assert.deepEqual([kept.outputs[0]!.width, kept.outputs[0]!.height], [320, 240]);
     assert.equal(kept.result?.sizeKept, true);
     assertDeclared(resize, kept);
     const meta = await sharp(kept.outputs[0]!.data).metadata();
     assert.deepEqual([meta.width, meta.height], [320, 240], 'the bytes hold the size the result says');
 
-    const enlarged = await runOperation(resize, PHOTO, { width: 1600, withoutEnlargement: false, format: 'webp' });
+    const enlarged = (await h.run(resize.kind, PHOTO, { width: 1600, withoutEnlargement: false, format: 'webp' })).result;
     assert.deepEqual([enlarged.outputs[0]!.width, enlarged.outputs[0]!.height], [1600, 1200]);
     assert.equal(enlarged.result?.sizeKept, undefined);
 
-    const smaller = await runOperation(resize, PHOTO, { width: 160 });
+    const smaller = (await h.run(resize.kind, PHOTO, { width: 160 })).result;
     assert.deepEqual([smaller.outputs[0]!.width, smaller.outputs[0]!.height], [160, 120]);
     assert.equal(smaller.result?.sizeKept, undefined, 'a resize that did not have to keep its size does not say so');
   });
 
   it('a targetSize compress reports the quality it chose, and that quality makes an output under the target', async () => {
     const targetSize = 40_000;
-    const done = await runOperation(compress, FLOWERS, { targetSize, format: 'jpeg' });
+    const done = (await h.run(compress.kind, FLOWERS, { targetSize, format: 'jpeg' })).result;
     const output = done.outputs[0]!;
     assert.ok(output.data!.length <= targetSize, `${output.data!.length} bytes`);
     const quality = done.result?.quality;
@@ -146,7 +148,7 @@ describe('kinds: honest results, run on real files', () => {
   });
 
   it('an auto compress reports its quality and its metric', async () => {
-    const done = await runOperation(compress, PHOTO, { quality: 'auto', format: 'webp' });
+    const done = (await h.run(compress.kind, PHOTO, { quality: 'auto', format: 'webp' })).result;
     assert.equal(typeof done.result?.ssim, 'number');
     assert.ok((done.result!.ssim as number) >= 0.99);
     assert.ok(done.result?.quality === undefined || Number.isInteger(done.result.quality));
@@ -154,7 +156,7 @@ describe('kinds: honest results, run on real files', () => {
   });
 
   it('an upscale reports its model', async () => {
-    const done = await runOperation(upscale, PHOTO, { factor: 2 });
+    const done = (await h.run(upscale.kind, PHOTO, { factor: 2 })).result;
     assert.equal(done.result?.model, 'lanczos');
     assert.deepEqual([done.outputs[0]!.width, done.outputs[0]!.height], [640, 480]);
     assertDeclared(upscale, done);
@@ -163,7 +165,7 @@ describe('kinds: honest results, run on real files', () => {
   it('each image kind run on its example declares every result field it reports', async () => {
     for (const op of OPERATIONS) {
       if (op.accepts !== 'image' || op.multiInput || op.extraInputs?.(op.example).length || op.lane?.(op.example) === 'ai') continue;
-      assertDeclared(op, await runOperation(op, PHOTO, op.example as Record<string, unknown>));
+      assertDeclared(op, (await h.run(op.kind, PHOTO, op.example as Record<string, unknown>)).result);
     }
   });
 });

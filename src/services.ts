@@ -102,7 +102,7 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     dataDir: config.dataDir,
     renderCacheBytes: () => delivery.cache.totalBytes(),
   });
-  const delivery = new Delivery({ config, clock, database, storage, plans, metrics, events });
+  const delivery = new Delivery({ config, clock, database, storage, plans, metrics, events, poppler: previewPoppler(config, sandbox) });
   return {
     config,
     delivery,

@@ -39,7 +39,8 @@ import { findPreset } from './presets.js';
 import { mediaTypeOf, render } from './render.js';
 import { RenderCache, type CachedRender } from './render-cache.js';
 import { deleteSigningKey, findSigningKey, forgetSigningKeys, knownSigningKey, signatureMatches } from './signing-keys.js';
-import { invalidPair, normalise, parsePairs, presetOf, resolveTransform, type Transform } from './transform.js';
+import { invalidPair, MAX_RENDER_SIDE, normalise, parsePairs, presetOf, resolveTransform, type Transform } from './transform.js';
+import type { Poppler, RunLimits } from '../programs/poppler.js';
 
 export interface DeliveryRequest {
   keyId: string;
@@ -86,7 +87,12 @@ export interface DeliveryServices {
   plans: PlanTable;
   metrics: Metrics;
   events: QueueEvents;
+  /** pdfinfo and pdftoppm, in the converter sandbox: a PDF source's page is rasterised before it is rendered. */
+  poppler: Poppler;
 }
+
+/** The width a PDF page is rasterised at when the transform gives neither `w` nor `h` (as previews). */
+const PDF_PAGE_WIDTH = 1024;
 
 export class Delivery {
   readonly cache: RenderCache;
@@ -249,10 +255,14 @@ export class Delivery {
       if (err instanceof AppError && err.code === 'FILE_EXPIRED') throw new AppError('NOT_FOUND', 'File not found');
       throw err;
     }
-    // PDF sources (a page of one) come with PDF uploads; until then `page` fits no source.
-    if (transform.page !== undefined) throw invalidPair('page', `page selects a page of a PDF source; this file is ${file.format}`);
-    if (!IMAGE_FORMATS.has(file.format)) {
-      throw new AppError('UNSUPPORTED_MEDIA_TYPE', `A ${file.format} file cannot be rendered by a delivery URL; images can`);
+    if (file.format === 'pdf') {
+      // The page count is known from the upload (pdfinfo); a PDF poppler could not read has none, and fails when rendered.
+      if (file.pages !== null && (transform.page ?? 1) > file.pages)
+        throw invalidPair('page', `the PDF has ${file.pages} page${file.pages === 1 ? '' : 's'}; page:${transform.page} is not one of them`);
+    } else if (transform.page !== undefined) {
+      throw invalidPair('page', `page selects a page of a PDF source; this file is ${file.format}`);
+    } else if (!IMAGE_FORMATS.has(file.format)) {
+      throw new AppError('UNSUPPORTED_MEDIA_TYPE', `A ${file.format} file cannot be rendered by a delivery URL; images and PDFs can`);
     }
     return {
       id: `file:${file.id}`,
@@ -345,15 +355,48 @@ export class Delivery {
     const { storage } = this.services;
     const localPath = storage.localPath?.(source.storageKey);
     const job = { inputFormat: source.format, transform, format, limits, deadline, signal };
-    if (localPath) return render({ ...job, inputPath: localPath, tmpDir: os.tmpdir() });
+    const pdf = source.format === 'pdf';
+    if (localPath && !pdf) return render({ ...job, inputPath: localPath, tmpDir: os.tmpdir() });
     const tmpDir = await fs.promises.mkdtemp(path.join(os.tmpdir(), ownedTempPrefix('imgapi-render-')));
     try {
-      const inputPath = path.join(tmpDir, 'source');
-      await pipeline(await storage.get(source.storageKey), fs.createWriteStream(inputPath), { signal });
+      let inputPath = localPath;
+      if (!inputPath) {
+        inputPath = path.join(tmpDir, 'source');
+        await pipeline(await storage.get(source.storageKey), fs.createWriteStream(inputPath), { signal });
+      }
+      if (pdf)
+        return await render({
+          ...job,
+          inputFormat: 'png',
+          inputPath: await this.pdfPage(inputPath, transform, tmpDir, { signal, deadline }),
+          tmpDir,
+        });
       return await render({ ...job, inputPath, tmpDir });
     } finally {
       await fs.promises.rm(tmpDir, { recursive: true, force: true });
     }
+  }
+
+  /**
+   * A PDF source's `page` (default 1) as a PNG, rasterised at the size the transform asks (w or h;
+   * covering both when both are given; PDF_PAGE_WIDTH wide without either), at most
+   * MAX_RENDER_SIDE a side: the render's steps then work on it as on an image.
+   */
+  private async pdfPage(pdf: string, transform: Transform, dir: string, limits: RunLimits): Promise<string> {
+    const { poppler } = this.services;
+    const page = transform.page ?? 1;
+    const size = (await poppler.pageSizes(pdf, { first: page, last: page }, limits)).get(page)!;
+    const asked = Math.max(transform.w ? transform.w / size.width : 0, transform.h ? transform.h / size.height : 0) || PDF_PAGE_WIDTH / size.width;
+    const scale = Math.min(asked, MAX_RENDER_SIDE / size.width, MAX_RENDER_SIDE / size.height);
+    const pages = await poppler.rasterise(
+      pdf,
+      { first: page, last: page },
+      Math.max(1, Math.round(size.width * scale)),
+      'png',
+      path.join(dir, 'page'),
+      limits,
+    );
+    return pages.get(page)!;
   }
 }
 

@@ -16,7 +16,7 @@ export const TRANSFORM_GRAMMAR =
   '`attention` and `entropy` need `fit:cover`; `face` answers 400 until face detection exists), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), ' +
   '`f` (jpeg, png, webp, avif, gif, jxl, or auto; `jpg` is taken as jpeg), `q` (1–100), ' +
   '`bg` (6 or 8 hex digits: letterbox and flattening colour), `rot` (90, 180, 270), `flip` (h, v, hv), `blur` (sigma 0.3–1000), ' +
-  "`sharpen` (sigma 0.01–10), `page` (a PDF's page, from 1: PDF sources are not rendered yet, so any `page` is 400 naming it), " +
+  "`sharpen` (sigma 0.01–10), `page` (a PDF source's page, from 1, default 1: rasterised at the size `w`/`h` ask, 1024 px wide without them; past the last page, or on another source, 400 naming it), " +
   '`p` (a preset, expanded where it stands: pairs after it override its own, pairs before it are overridden by it). ' +
   `Rotation and flips apply first, then the resize, then blur and sharpen. A render is at most ${MAX_RENDER_SIDE} px a side (\`w\`, \`h\` after \`dpr\`, ` +
   "and the output of `-` or of a `fit` that enlarges: 400 naming `w` or `h`) and within the plan's pixel limits (422 IMAGE_TOO_LARGE). " +

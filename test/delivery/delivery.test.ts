@@ -5,6 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import path from 'node:path';
 import sharp from 'sharp';
 import { detectFaces } from '../../src/imaging/faces.js';
+import { simplePdf } from '../documents/pdf-fixtures.js';
 import { DIALECTS, REPO_ROOT, startServer, type TestServer } from '../helpers.js';
 import { sweepExpiredRenders } from '../../src/delivery/render-cache.js';
 import { findSigningKey } from '../../src/delivery/signing-keys.js';
@@ -135,6 +136,20 @@ for (const dialect of DIALECTS) {
       assert.equal(jpg.headers.get('content-type'), 'image/jpeg');
       assert.equal(jpg.headers.get('imgapi-cache'), 'hit', 'f:jpg is the render f:jpeg made');
       assert.equal(jpg.headers.get('etag'), jpeg.headers.get('etag'));
+    });
+
+    it('a PDF source renders its page (page:N, default 1) at the size asked; a page past the end is 400 naming page', async () => {
+      // Three 200 × 100 pt pages, a blue square on each.
+      const pdfId = await a.client.uploadOk(simplePdf({ pages: 3, mediaBox: [200, 100] }), 'doc.pdf');
+      const second = await a.get(a.url('w:100,page:2', pdfId));
+      assert.equal(second.status, 200, JSON.stringify(second.body?.error ?? ''));
+      assert.deepEqual(await sizeOf(second.body), { width: 100, height: 50, format: 'png' });
+      const first = await a.get(a.url('-', pdfId));
+      assert.equal(first.status, 200);
+      assert.deepEqual(await sizeOf(first.body), { width: 1024, height: 512, format: 'png' });
+      const past = await a.get(a.url('w:100,page:4', pdfId));
+      assert.equal(past.status, 400);
+      assert.equal(past.body.error.details.fields[0].field, 'page');
     });
 
     it('every pair: valid values render, bad ones are 400 naming the pair', async () => {

@@ -8,6 +8,7 @@ import { TASK_STATUSES, type TaskStatus } from '../db/schema.js';
 import { TASK_ERROR_CODES } from '../errors.js';
 import { STORED_FORMATS } from '../imaging/formats.js';
 import { OPERATIONS } from '../operations/registry.js';
+import { PIXEL_BOX_PROPERTIES } from '../operations/common.js';
 import { stepSchema } from '../operations/pipeline.js';
 import type { AnyOperation, JsonSchema } from '../operations/types.js';
 import { BATCH_STATUSES } from '../tasks/view.js';
@@ -313,10 +314,7 @@ const RESOURCES: Record<string, JsonSchema> = {
           additionalProperties: false,
           required: ['left', 'top', 'width', 'height', 'score'],
           properties: {
-            left: { type: 'integer', minimum: 0 },
-            top: { type: 'integer', minimum: 0 },
-            width: { type: 'integer', minimum: 1 },
-            height: { type: 'integer', minimum: 1 },
+            ...PIXEL_BOX_PROPERTIES,
             score: { type: 'number', minimum: 0, maximum: 1, description: "The detector's confidence." },
           },
         },

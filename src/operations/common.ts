@@ -8,6 +8,14 @@ import type { AnyOperation, FieldError, OperationContext, OperationResult, Optio
 // Schemas are written `as const`: each kind's options type is read from them (OptionsOf).
 
 /** `format` and `quality`, the options of every kind that writes one image. */
+/** A rectangle in the upright image's pixels, as a result reports one (a face found, a region covered). */
+export const PIXEL_BOX_PROPERTIES = {
+  left: { type: 'integer', minimum: 0 },
+  top: { type: 'integer', minimum: 0 },
+  width: { type: 'integer', minimum: 1 },
+  height: { type: 'integer', minimum: 1 },
+} as const;
+
 export const imageOutputOptions = {
   format: {
     type: 'string',

@@ -7,7 +7,7 @@ import sharp, { type OverlayOptions, type Sharp } from 'sharp';
 import { invalidOption } from '../errors.js';
 import { detectFaces } from '../imaging/faces.js';
 import type { Size } from '../imaging/geometry.js';
-import { imageOutputOptions, runSingleImage } from './common.js';
+import { imageOutputOptions, PIXEL_BOX_PROPERTIES, runSingleImage } from './common.js';
 import type { FieldError, Operation, OptionsOf, StepEnv } from './types.js';
 
 const METHODS = ['pixelate', 'blur', 'fill'] as const;
@@ -161,10 +161,7 @@ export const redact: Operation<typeof optionsSchema> = {
           additionalProperties: false,
           required: ['left', 'top', 'width', 'height', 'source'],
           properties: {
-            left: { type: 'integer', minimum: 0 },
-            top: { type: 'integer', minimum: 0 },
-            width: { type: 'integer', minimum: 1 },
-            height: { type: 'integer', minimum: 1 },
+            ...PIXEL_BOX_PROPERTIES,
             source: { type: 'string', enum: ['face', 'region'] },
             score: { type: 'number', minimum: 0, maximum: 1 },
           },

@@ -130,21 +130,26 @@ interface WindowCount {
   windowStart: number;
 }
 
-/** Adds one to `subject` in the current window. One upsert: parallel requests each see their own count. */
+/**
+ * Adds one to `subject` in its window, which opens at the subject's first attempt and lasts
+ * THROTTLE_WINDOW_MS (not a wall-clock slot shared by every subject, which would let guesses
+ * made either side of a slot's edge count twice the budget). One upsert: parallel requests
+ * each see their own count.
+ */
 async function bump(database: Database, subject: string, now: number): Promise<WindowCount> {
-  const windowStart = now - (now % THROTTLE_WINDOW_MS);
+  const open = sql<boolean>`auth_throttle.window_start > ${now - THROTTLE_WINDOW_MS}`;
   const row = await database.db
     .insertInto('auth_throttle')
-    .values({ subject, window_start: windowStart, count: 1 })
+    .values({ subject, window_start: now, count: 1 })
     .onConflict((oc) =>
       oc.column('subject').doUpdateSet({
-        count: sql`CASE WHEN auth_throttle.window_start = ${windowStart} THEN auth_throttle.count + 1 ELSE 1 END`,
-        window_start: windowStart,
+        count: sql`CASE WHEN ${open} THEN auth_throttle.count + 1 ELSE 1 END`,
+        window_start: sql`CASE WHEN ${open} THEN auth_throttle.window_start ELSE ${now} END`,
       }),
     )
-    .returning('count')
+    .returning(['count', 'window_start'])
     .executeTakeFirstOrThrow();
-  return { count: row.count, windowStart };
+  return { count: row.count, windowStart: Number(row.window_start) };
 }
 
 /** Takes back one count of `subject`, if its window is still the one it was made in. */

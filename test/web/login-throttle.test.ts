@@ -77,6 +77,20 @@ for (const dialect of DIALECTS) {
       assert.equal((await login(server.url, attacker, email, 'the-right-password')).status, 200);
     });
 
+    it('the window opens at the first failure: guesses either side of a quarter-hour edge count together', async () => {
+      const email = await owner();
+      const address = '203.0.113.60';
+      const quarterHour = 15 * 60_000;
+      clock.advance(quarterHour - (clock.now() % quarterHour) - 1000); // a second before a wall-clock edge
+      for (let i = 0; i < FAILURES_PER_EMAIL; i++) {
+        if (i === FAILURES_PER_EMAIL / 2) clock.advance(2000); // past the edge
+        assert.equal((await login(server.url, address, email, `guess-${i}`)).status, 401);
+      }
+      assert.equal((await login(server.url, address, email, 'the-right-password')).status, 429);
+      clock.advance(quarterHour);
+      assert.equal((await login(server.url, address, email, 'the-right-password')).status, 200);
+    });
+
     it('a new address on a guarded email gets one attempt at a time: parallel guesses are refused', async () => {
       const email = await owner();
       for (let i = 0; i < FAILURES_PER_EMAIL; i++) assert.equal((await login(server.url, '203.0.113.20', email, `guess-${i}`)).status, 401);

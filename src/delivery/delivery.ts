@@ -26,7 +26,7 @@ import type { Config } from '../config.js';
 import type { Database } from '../db/database.js';
 import { AppError, TaskError } from '../errors.js';
 import { fileIsLive, getLiveFile } from '../files/files.js';
-import { IMAGE_FORMATS, type OutputFormat } from '../imaging/formats.js';
+import { IMAGE_FORMATS, isPopplerDocument, type OutputFormat } from '../imaging/formats.js';
 import { sha256Hex } from '../ids.js';
 import type { Metrics } from '../metrics.js';
 import type { QueueEvents } from '../queue/events.js';
@@ -255,7 +255,7 @@ export class Delivery {
       if (err instanceof AppError && err.code === 'FILE_EXPIRED') throw new AppError('NOT_FOUND', 'File not found');
       throw err;
     }
-    if (file.format === 'pdf') {
+    if (isPopplerDocument(file.format)) {
       // The page count is known from the upload (pdfinfo); a PDF poppler could not read has none, and fails when rendered.
       if (file.pages !== null && (transform.page ?? 1) > file.pages)
         throw invalidPair('page', `the PDF has ${file.pages} page${file.pages === 1 ? '' : 's'}; page:${transform.page} is not one of them`);
@@ -355,7 +355,7 @@ export class Delivery {
     const { storage } = this.services;
     const localPath = storage.localPath?.(source.storageKey);
     const job = { inputFormat: source.format, transform, format, limits, deadline, signal };
-    const pdf = source.format === 'pdf';
+    const pdf = isPopplerDocument(source.format);
     if (localPath && !pdf) return render({ ...job, inputPath: localPath, tmpDir: os.tmpdir() });
     const tmpDir = await fs.promises.mkdtemp(path.join(os.tmpdir(), ownedTempPrefix('imgapi-render-')));
     try {

@@ -14,7 +14,7 @@ import { rawDecoderFor, readHeader } from '../imaging/decoders/raw.js';
 import { isSequenceHead, readSequenceHeader, SequenceError } from '../bytes/avif-sequence.js';
 import { asLibvipsAvif, primaryItemMetadata } from '../imaging/heif-items.js';
 import { sniff, type Sniffed } from '../imaging/sniff.js';
-import { extensionOf, FORMATS, libvipsReadsHeader, readsHeifSequences, UPLOAD_FORMATS } from '../imaging/formats.js';
+import { extensionOf, FORMATS, isPopplerDocument, libvipsReadsHeader, readsHeifSequences, UPLOAD_FORMATS } from '../imaging/formats.js';
 import type { ObjectStorage } from '../storage/storage.js';
 import { countedKind, countFrames, type FrameCount } from '../imaging/frame-count.js';
 
@@ -146,7 +146,7 @@ export async function identify(
   pdfPages?: PdfPageCounter,
 ): Promise<Pick<StoredUpload, 'sniffed' | 'header' | 'filename'>> {
   const sniffed = sniff(head);
-  if (sniffed && !('refused' in sniffed) && sniffed.format === 'pdf') {
+  if (sniffed && !('refused' in sniffed) && isPopplerDocument(sniffed.format)) {
     const pages = await pdfPages?.(storage, key);
     return { sniffed, header: pages ? { pages } : {}, filename: safeFilename(filename, sniffed.format) };
   }

@@ -80,6 +80,11 @@ interface FormatDefinition {
    * ffmpeg.ts), as an animation to it is written.
    */
   heifSequences?: boolean;
+  /**
+   * A document that may name outside resources (SVG): libvips reads it only as rewritten without
+   * them (svg.ts, on the decoding thread).
+   */
+  outsideReferences?: boolean;
   /** It can carry an alpha channel. */
   alpha?: boolean;
   /** What docs/formats.md says beyond the other columns. */
@@ -284,6 +289,7 @@ export const FORMATS = {
     signature: { check: isSvg },
     libvips: 'decode',
     alpha: true,
+    outsideReferences: true,
     notes: 'rewritten without outside references before librsvg draws it',
   },
   jxl: {
@@ -377,6 +383,11 @@ export const isFormat = (value: string): value is Format => Object.hasOwn(FORMAT
 
 /** Which kinds read the format: the image kinds, presentation-to-images, or none. */
 export const inputOf = (format: string): FormatDefinition['input'] => definition(format)?.input ?? null;
+/**
+ * A paged document that poppler reads (the row's `input: 'pdf'`): an upload counts its pages,
+ * a preview and a delivery URL render one of them, where an image is decoded.
+ */
+export const isPopplerDocument = (format: string): boolean => inputOf(format) === 'pdf';
 const isOutputFormat = (value: string): value is OutputFormat => definition(value)?.write !== undefined;
 
 /** Every name the `format` option accepts for an output: the formats, then their aliases (`jpg`, `tif`). */
@@ -411,6 +422,7 @@ export type StreamedFrameFormat = { [F in Format]: Table[F] extends { streamedFr
 export const hasStreamedFrames = (format: string): format is StreamedFrameFormat => definition(format)?.streamedFrames === true;
 /** An HEIF file libvips reads (AVIF): its primary item, or an image sequence read by ffmpeg. */
 export const readsHeifSequences = (format: string): boolean => definition(format)?.heifSequences === true;
+export const hasOutsideReferences = (format: string): boolean => definition(format)?.outsideReferences === true;
 
 /** How jobs write `format`. */
 export const writerOf = (format: OutputFormat): Writer => FORMATS[format].write;

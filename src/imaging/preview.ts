@@ -30,7 +30,7 @@ import type { FilesTable } from '../db/schema.js';
 import { isObjectNotFound, previewKey, type ObjectStorage } from '../storage/storage.js';
 import { decodeForSharp } from './decode-thread.js';
 import { openSharpInput } from './decoders/to-sharp.js';
-import { mimeOf, readsHeifSequences } from './formats.js';
+import { isPopplerDocument, mimeOf, readsHeifSequences } from './formats.js';
 import type { Ffmpeg } from '../programs/ffmpeg.js';
 import { inspect, libvipsInput, openSource, rawDecoderOf } from './source.js';
 import { ownedTempPrefix } from '../temp-files.js';
@@ -161,7 +161,7 @@ export class Previews {
     const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), ownedTempPrefix('imgapi-preview-')));
     try {
       const source = await this.localCopy(file, dir);
-      if (file.format === 'pdf') return await encode(sharp(await pdfFirstPage(this.options.poppler, source, box, dir)), false, box);
+      if (isPopplerDocument(file.format)) return await encode(sharp(await pdfFirstPage(this.options.poppler, source, box, dir)), false, box);
       const header = await inspect(source, file.format, limits);
       const decoder = await rawDecoderOf(source, file.format);
       // Upright already: these decoders apply the orientation to the pixels.

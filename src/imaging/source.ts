@@ -13,7 +13,7 @@ import { fileSource } from '../bytes/sources.js';
 import { isSequenceHead, readSequenceHeader, SequenceError, type SequenceHeader } from '../bytes/avif-sequence.js';
 import { asHeaderError } from './errors.js';
 import { FfmpegMissing, type Ffmpeg, type FfmpegRun } from '../programs/ffmpeg.js';
-import { isAnimation, isRawDecoded, readsHeifSequences } from './formats.js';
+import { hasOutsideReferences, isAnimation, isRawDecoded, readsHeifSequences } from './formats.js';
 import { libvipsAvifInput, primaryItemMetadata, primaryPage } from './heif-items.js';
 import { checkSource, type ImageLimits } from './limits.js';
 import { SNIFF_HEAD_BYTES } from './sniff.js';
@@ -199,7 +199,7 @@ async function openSequence(inputPath: string, header: SequenceHeader, animated:
  */
 export async function libvipsInput(inputPath: string, inputFormat: string, maxPixels: number): Promise<string | Buffer> {
   // Rewritten on the decoding thread: a parse of the whole document (decode-worker.ts).
-  if (inputFormat === 'svg') return safeSvgOffThread({ file: inputPath }, maxPixels);
+  if (hasOutsideReferences(inputFormat)) return safeSvgOffThread({ file: inputPath }, maxPixels);
   if (readsHeifSequences(inputFormat)) return libvipsAvifInput(inputPath);
   return inputPath;
 }

@@ -30,6 +30,8 @@ interface Box {
 
 /** The box of one frame's content: sharp's trim, which leaves an image that is all border whole. */
 async function contentBox(frame: Pixels, options: TrimOptions, deadline: number): Promise<Box> {
+  // libvips' trim refuses images under 3×3 pixels: one that small is kept whole.
+  if (frame.width < 3 || frame.height < 3) return { left: 0, top: 0, width: frame.width, height: frame.height };
   const background = options.background === undefined ? undefined : parseColour(options.background);
   const trimmed = await pixelsOf(openPixels(frame).trim({ threshold: options.threshold ?? 10, ...(background ? { background } : {}) }), deadline);
   // sharp reports the offsets as where the input sits relative to the output: negative (or -0).
@@ -73,7 +75,11 @@ function trimStep(options: TrimOptions, env: StepEnv, outcome?: Outcome) {
     const kept = box!;
     const trimmed = kept.width < whole.width || kept.height < frameHeight;
     if (outcome) Object.assign(outcome, { trimmed, offsetLeft: kept.left, offsetTop: kept.top });
-    if (!trimmed) return openPixels(whole);
+    // Untrimmed, an animation stays one (its frame height said), not one frame as tall as them all.
+    if (!trimmed)
+      return frames === 1
+        ? openPixels(whole)
+        : sharp(whole.data, { raw: { width: whole.width, height: whole.height, channels: whole.channels, pageHeight: frameHeight } });
     if (frames === 1) return openPixels(whole).extract(kept);
     const cut = await Promise.all(
       Array.from({ length: frames }, (_, page) =>

@@ -12,13 +12,15 @@
 // The whole corpus (IMGAPI_CONFORMANCE=full) is `npm run bench conformance` (bench/scenarios/
 // conformance.ts): the same checks, more than ten minutes on a 2-core machine.
 import assert from 'node:assert/strict';
-import { isAnimation, OUTPUT_FORMATS } from '../../src/imaging/formats.js';
+import { canonicalFormat, isAnimation, OUTPUT_FORMATS } from '../../src/imaging/formats.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { DEFAULT_PLANS } from '../../src/accounts/plans.js';
 import { bufferReader, isSequenceHead, readSequenceHeader } from '../../src/bytes/avif-sequence.js';
+import { OPERATIONS } from '../../src/operations/registry.js';
+import type { PlannedSize } from '../../src/operations/types.js';
 import { CORPUS, Client, startServer, type TestServer } from '../helpers.js';
 
 interface Entry {
@@ -62,23 +64,58 @@ interface Uploaded {
 
 type Size = { width: number; height: number };
 
-/** What each batch kind is asked, and the frame size it must produce from an upright source. */
-const KINDS: { kind: string; options: Record<string, unknown>; size: (s: Size) => Size; format?: string; capped?: boolean }[] = [
-  { kind: 'compress', options: {}, size: (s) => s },
-  // A source narrower than the box keeps its size: resize never enlarges unless asked.
-  {
-    kind: 'resize',
-    options: { width: 64 },
-    size: (s) => (s.width < 64 ? s : { width: 64, height: Math.max(1, Math.round((s.height * 64) / s.width)) }),
-    capped: true,
+/**
+ * What the corpus run asks a kind instead of its own example (Operation.example, the options the
+ * OpenAPI document shows): compress in the input's own format (never larger than the input),
+ * small outputs where the example's are large, and redact's regions without the face detector
+ * (its thorough pass over every image is test/imaging/faces.test.ts's business).
+ */
+const OPTIONS: Record<string, Record<string, unknown>> = {
+  compress: {},
+  resize: { width: 64 },
+  convert: { format: 'png' },
+  watermark: { text: 'imgapi', position: 'bottom-right' },
+  crop: { aspectRatio: '1:1' },
+  redact: { faces: false, regions: [{ left: 0, top: 0, width: 16, height: 16 }] },
+  pipeline: {
+    steps: [
+      { kind: 'resize', width: 64 },
+      { kind: 'rotate', angle: 90 },
+    ],
   },
-  { kind: 'upscale', options: { factor: 2 }, size: (s) => ({ width: s.width * 2, height: s.height * 2 }), capped: true },
-  { kind: 'convert', options: { format: 'png' }, size: (s) => s, format: 'png' },
-  { kind: 'rotate', options: { angle: 90 }, size: (s) => ({ width: s.height, height: s.width }) },
-  { kind: 'flip', options: { direction: 'horizontal' }, size: (s) => s },
-  { kind: 'watermark', options: { text: 'imgapi', position: 'bottom-right' }, size: (s) => s },
-  { kind: 'crop', options: { aspectRatio: '1:1' }, size: (s) => ({ width: Math.min(s.width, s.height), height: Math.min(s.width, s.height) }) },
-];
+};
+
+/**
+ * Kinds whose output size their pixels decide (they have no `sizes`): trim cuts the borders it
+ * finds, never past the source's size. Any other kind without `sizes` must keep the size exactly.
+ */
+const PIXELS_DECIDE: ReadonlySet<string> = new Set(['trim']);
+
+interface KindSpec {
+  kind: string;
+  options: Record<string, unknown>;
+  /** The frame sizes its steps make of an upright source, the output's last (Operation.sizes); undefined where the pixels decide (trim). */
+  sizes: (source: Size) => PlannedSize[] | undefined;
+  format?: string;
+}
+
+/** Every batch kind of the registry: a new kind is run over the corpus without a line here. */
+const KINDS: KindSpec[] = OPERATIONS.filter((op) => op.batch).map((op) => {
+  const options = OPTIONS[op.kind] ?? (op.example as Record<string, unknown>);
+  const steps = Array.isArray(options.steps) ? options.steps.length : 1;
+  return {
+    kind: op.kind,
+    options,
+    sizes: (source) => {
+      if (PIXELS_DECIDE.has(op.kind)) return undefined;
+      if (!op.sizes) return [{ ...source, capped: false }];
+      const planned = op.sizes(options, source);
+      // A list cut short: a step whose pixels decide its size.
+      return planned.length === steps ? planned : undefined;
+    },
+    format: typeof options.format === 'string' ? canonicalFormat(options.format) : undefined,
+  };
+});
 
 const outcomes = new Map<string, Map<string, number>>();
 const timings: { what: string; ms: number }[] = [];
@@ -110,6 +147,14 @@ describe(`corpus conformance (sqlite, max plan, ${FULL ? 'every image' : `${mani
     console.log('\nslowest tasks:');
     for (const t of timings.sort((a, b) => b.ms - a.ms).slice(0, 12)) console.log(`  ${String(t.ms).padStart(6)} ms  ${t.what}`);
     await server.close();
+  });
+
+  it('names only registered batch kinds (a renamed or removed kind fails here, not silently)', () => {
+    const batchKinds = KINDS.map((k) => k.kind);
+    assert.deepEqual(
+      [...Object.keys(OPTIONS), ...PIXELS_DECIDE].filter((kind) => !batchKinds.includes(kind)),
+      [],
+    );
   });
 
   it('uploads every image: decodable ones are accepted, nothing is a 5xx', async () => {
@@ -206,13 +251,20 @@ async function judge(client: Client, spec: (typeof KINDS)[number], file: Uploade
     if (entry.expect === 'reject') return undefined;
     if (task.error.code !== 'IMAGE_TOO_LARGE') return `decodable file failed: ${task.error.code} ${task.error.message}`;
     if (file.width === undefined || file.height === undefined) return undefined;
-    const output = spec.size({ width: file.width, height: file.height });
+    const source = { width: file.width, height: file.height };
+    const planned = spec.sizes(source) ?? [];
+    const frames = ANIMATABLE.has(file.format) ? (file.pages ?? 1) : 1;
     const tooLarge =
       file.width * file.height > MAX.maxPixels ||
-      output.width * output.height > MAX.maxPixels ||
-      (spec.capped && Math.max(output.width, output.height) > 16_384) ||
-      (ANIMATABLE.has(file.format) && (file.pages ?? 1) > MAX.maxFrames) ||
-      (ANIMATABLE.has(file.format) && (file.pages ?? 1) * Math.max(file.width * file.height, output.width * output.height) > MAX.maxTotalPixels);
+      frames > MAX.maxFrames ||
+      frames * file.width * file.height > MAX.maxTotalPixels ||
+      planned.some(
+        (size) =>
+          size.width * size.height > MAX.maxPixels ||
+          (size.capped && Math.max(size.width, size.height) > 16_384) ||
+          frames * size.width * size.height > MAX.maxTotalPixels,
+      );
+    const output = planned.at(-1) ?? source;
     return tooLarge ? undefined : `IMAGE_TOO_LARGE although ${file.width}×${file.height} → ${output.width}×${output.height} is within the plan`;
   }
   if (task.status !== 'completed') return `ended ${task.status}`;
@@ -226,11 +278,15 @@ async function judge(client: Client, spec: (typeof KINDS)[number], file: Uploade
   const decodedFormat = meta.format === 'heif' ? 'avif' : meta.format;
   if (decodedFormat !== expectedFormat) return `output is ${meta.format}, expected ${expectedFormat}`;
   if (file.width === undefined || file.height === undefined) return undefined;
-  const expected = spec.size({ width: file.width, height: file.height });
+  const expected = spec.sizes({ width: file.width, height: file.height })?.at(-1);
   const height = meta.pageHeight ?? meta.height;
-  // Rounding in resize may differ by a pixel.
-  if (Math.abs(meta.width! - expected.width) > 1 || Math.abs(height! - expected.height) > 1) {
-    return `output ${meta.width}×${height}, expected ${expected.width}×${expected.height}`;
+  // Rounding in resize may differ by a pixel; where the pixels decide (trim), never larger than the source.
+  if (
+    expected
+      ? Math.abs(meta.width! - expected.width) > 1 || Math.abs(height! - expected.height) > 1
+      : meta.width! > file.width || height! > file.height
+  ) {
+    return `output ${meta.width}×${height}, expected ${expected ? `${expected.width}×${expected.height}` : `at most ${file.width}×${file.height}`}`;
   }
   const inputFrames = ANIMATABLE.has(file.format) ? (file.pages ?? 1) : 1;
   const outputFrames = meta.pages ?? 1;

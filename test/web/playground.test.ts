@@ -214,6 +214,9 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
       assert.equal(written.length, 1, `curl wrote ${fs.readdirSync(dir).join(', ')}`);
       const ours = fs.readFileSync(path.join(dir, written[0]!));
       const original = (await client.get(`/api/tasks/${task}`)).body.data;
+      // Under the service's own name for it (`<stem>.compress-q50.jpg`), not one the page made up.
+      assert.equal(written[0], (await client.get(`/api/files/${original.outputFileId}`)).body.data.filename);
+      assert.match(written[0]!, /\.compress-q50\.jpg$/);
       const theirs = await fetch(`${server.url}/api/download/${original.outputFileId}`, { headers: { 'x-api-key': apiKey } });
       const bytes = Buffer.from(await theirs.arrayBuffer());
       const [a, b] = [await sharp(ours).metadata(), await sharp(bytes).metadata()];

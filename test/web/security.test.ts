@@ -396,6 +396,9 @@ for (const dialect of DIALECTS) {
         assert.deepEqual(served.body, JSON.parse(JSON.stringify(singleBodySchema(op))));
         assert.deepEqual(served.batchBody, op.batch ? JSON.parse(JSON.stringify(batchBodySchema(op))) : null);
       }
+      // Savings are shown for the kinds that only re-encode: derived from the modules, not listed.
+      const reencoding = (operations as { kind: string; reencodes: boolean }[]).filter((o) => o.reencodes).map((o) => o.kind);
+      assert.deepEqual(reencoding, ['compress', 'convert']);
     });
   });
 }

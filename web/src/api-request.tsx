@@ -5,7 +5,6 @@ import { useEffect, useState } from 'react';
 import { api, type ApiTask } from './api';
 import { firstCallSnippet, jobSnippet, LANGUAGES, type JobCall, type Language } from './api-snippets';
 import { CopyButton } from './components';
-import { extensionOf } from './file-formats';
 import { Link } from './router';
 import './playground.css';
 
@@ -61,14 +60,12 @@ export function ApiRequestPanel({ call, heading = 'API request' }: { call: JobCa
 /** The call behind a task, from its stored input and options. */
 function taskCall(task: ApiTask, origin = location.origin): JobCall {
   const input: Record<string, unknown> = task.input.fileIds ? { fileIds: task.input.fileIds } : { fileId: task.input.fileId };
-  const format = task.result?.format;
   return {
     origin,
     kind: task.type,
     mode: task.input.fileIds ? 'multi' : 'single',
     body: { ...input, ...(task.options as Record<string, unknown>) },
     inputNames: [],
-    outputName: format ? `output.${extensionOf(format)}` : undefined,
   };
 }
 

@@ -19,8 +19,6 @@ export interface JobCall {
   body: Record<string, unknown>;
   /** The inputs' file names, in order, for the CLI (which uploads local files). */
   inputNames: string[];
-  /** Where curl writes the output (single and multi), e.g. "photo.webp". */
-  outputName?: string;
   /** The key itself (right after it is created); otherwise $IMGAPI_KEY from the environment. */
   apiKey?: string;
   /** Said beside the code (several single tasks: the code is the first one's). */
@@ -50,8 +48,6 @@ const waitForTask = [
   `done`,
 ];
 
-const safeName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, '_').replace(/^[.-]+/, '') || 'output';
-
 function curlJob(call: JobCall): string {
   const path = call.mode === 'batch' ? `/api/process/batch/${call.kind}` : `/api/process/${call.kind}`;
   const lines = [environment(call.origin, call.apiKey), '', `# queue the job (202), then wait for it: each status call waits up to 30 s`];
@@ -75,7 +71,10 @@ function curlJob(call: JobCall): string {
       `TASK=$(${post.join('\n')} | ${extract('taskId')})`,
       ...waitForTask,
       `OUTPUT=$(${extract('outputFileId', 'task.json')})`,
-      `curl -fsS "$IMGAPI_URL/api/download/$OUTPUT" -H "x-api-key: $IMGAPI_KEY" -o ${shellQuote(safeName(call.outputName ?? 'output'))}`,
+      // The service names outputs (`<input stem>.<tag>.<ext>`, from the kind and the options it
+      // ran with): the file keeps that name, as the SDK and the CLI keep it.
+      `NAME=$(curl -fsS "$IMGAPI_URL/api/files/$OUTPUT" -H "x-api-key: $IMGAPI_KEY" | ${extract('filename')})`,
+      `curl -fsS "$IMGAPI_URL/api/download/$OUTPUT" -H "x-api-key: $IMGAPI_KEY" -o "./$NAME"`,
     );
   }
   return lines.join('\n');

@@ -5,7 +5,7 @@ import { deleteFile, getLiveFile, listFiles, type FileRecord } from '../../files
 import { fileTooLarge, safeFilename } from '../../files/identify.js';
 import { recordUpload, storeUpload } from '../../files/upload.js';
 import { FileInfos } from '../../files/info.js';
-import { IMAGE_FORMATS, MEDIA_TYPES } from '../../imaging/formats.js';
+import { IMAGE_FORMATS, isPopplerDocument, MEDIA_TYPES } from '../../imaging/formats.js';
 import { PREVIEW_MEDIA_TYPES, Previews } from '../../imaging/preview.js';
 import { pdfPageCounter } from '../../documents/pdf.js';
 import { previewFfmpeg, previewPoppler } from '../../programs/preview.js';
@@ -228,7 +228,8 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
     },
     async (request: FastifyRequest<{ Params: { fileId: string }; Querystring: { width?: number; height?: number } }>, reply) => {
       const file = await getLiveFile(database.db, request.account.id, request.params.fileId, clock.now());
-      if (!IMAGE_FORMATS.has(file.format) && file.format !== 'pdf') throw new AppError('PREVIEW_UNAVAILABLE', `No preview for ${file.format} files`);
+      if (!IMAGE_FORMATS.has(file.format) && !isPopplerDocument(file.format))
+        throw new AppError('PREVIEW_UNAVAILABLE', `No preview for ${file.format} files`);
       const preview = await previews.preview(file, request.limits, request.query);
       return reply
         .type(preview.mimeType)

@@ -11,7 +11,6 @@ import { api, ApiError, downloadUrl, fetchBlob, isFinished, previewUrl, uploadFi
 import { ApiRequestPanel } from '../api-request';
 import type { JobCall } from '../api-snippets';
 import { ErrorBox, PageTitle, ProgressBar, StatusBadge, Thumb, useAsync } from '../components';
-import { extensionOf } from '../file-formats';
 import { bytes } from '../format';
 import { Markdown } from '../markdown';
 import { Link, useLocation } from '../router';
@@ -31,6 +30,8 @@ interface Operation {
   body: BodySchema;
   batchBody: BodySchema | null;
   rules?: OptionRules;
+  /** Its output is its input re-encoded (compress, convert): the results show what was saved. */
+  reencodes: boolean;
 }
 
 interface Picked {
@@ -58,6 +59,8 @@ interface RunInput {
 interface RunRecord {
   id: number;
   kind: string;
+  /** The kind only re-encodes (Operation.reencodes): size is the point, so savings are shown. */
+  reencodes?: boolean;
   call: JobCall;
   inputs: RunInput[];
   batchId?: string;
@@ -66,8 +69,6 @@ interface RunRecord {
 }
 
 const INPUT_FIELDS = new Set(['fileId', 'fileIds']);
-/** Kinds whose point is the output's size: only these show what was saved. */
-const SIZE_KINDS = new Set(['compress', 'convert']);
 const HISTORY_KEY = 'imgapi.playground.history';
 /** Results of a run shown with before/after previews; the others get a lazily loaded thumbnail. */
 const RICH_RESULTS = 6;
@@ -231,8 +232,6 @@ const optionSummary = (body: Record<string, unknown>) =>
     .filter(([name]) => !INPUT_FIELDS.has(name))
     .map(([name, value]) => `${name}=${typeof value === 'object' ? JSON.stringify(value) : String(value)}`)
     .join(', ') || 'defaults';
-
-const baseName = (name: string) => name.replace(/\.[^.]+$/, '') || name;
 
 /** Follows the tasks of a run until all have finished: a batch in one request, else each task. */
 async function follow(run: RunRecord, update: (tasks: ApiTask[]) => void, signal: AbortSignal): Promise<void> {
@@ -403,7 +402,7 @@ function TaskResult({ run, task, entry, rich }: { run: RunRecord; task: ApiTask 
             {result.width ? ` · ${result.width}×${result.height}` : ''}
             {result.pages ? ` · ${result.pages} ${result.format === 'zip' ? 'slides' : 'pages'}` : ''}
             {` · ${bytes(result.size)}`}
-            {SIZE_KINDS.has(run.kind) && (result.inputSize ?? input?.size) ? ` · ${sizeChange(result.inputSize ?? input!.size, result.size)}` : ''}
+            {run.reencodes && (result.inputSize ?? input?.size) ? ` · ${sizeChange(result.inputSize ?? input!.size, result.size)}` : ''}
             {/* What a quality search chose (compress quality "auto"): the quality, and the metric it kept. */}
             {result.ssim !== undefined
               ? ` · ${result.quality !== undefined ? `quality ${result.quality} chosen` : 'lossless'}, SSIM ${result.ssim}`
@@ -446,7 +445,7 @@ function Results({ run, tasks }: { run: RunRecord; tasks: Record<string, ApiTask
           <span>
             {finished} of {run.tasks.length} finished, {completed.length} completed
           </span>
-          {completed.length > 0 && SIZE_KINDS.has(run.kind) && (
+          {completed.length > 0 && run.reencodes && (
             <span>
               {bytes(before)} → {bytes(after)}: {before >= after ? `${bytes(before - after)} saved` : `${bytes(after - before)} more`}
             </span>
@@ -778,19 +777,16 @@ export function PlaygroundPage() {
     const names = new Map(inputs.map((i) => [i.fileId, i.name]));
     const headers = () => ({ 'idempotency-key': crypto.randomUUID() });
     const id = (history[0]?.id ?? 0) + 1;
-    const outputName = (name: string) =>
-      `${baseName(name)}.${extensionOf(String(body.format ?? (op.kind === 'image-to-pdf' ? 'pdf' : op.kind === 'presentation-to-images' ? 'zip' : (name.split('.').pop() ?? 'out'))))}`;
     const call = (mode: JobCall['mode'], requestBody: Record<string, unknown>): JobCall => ({
       origin: location.origin,
       kind: op.kind,
       mode,
       body: requestBody,
       inputNames: inputs.map((i) => i.name),
-      outputName: outputName(inputs[0]!.name),
     });
     try {
       let record: RunRecord;
-      const base = { id, kind: op.kind, inputs, startedAt: new Date().toISOString() };
+      const base = { id, kind: op.kind, reencodes: op.reencodes, inputs, startedAt: new Date().toISOString() };
       if (plan.mode === 'multi') {
         const requestBody = { fileIds: plan.ids, ...body };
         const queued = await api.post<{ taskId: string }>(`/api/process/${op.kind}`, requestBody, { headers: headers() });

@@ -55,7 +55,8 @@ export class SerialThread {
    * replies answer, an `error` reply, or the thread failing or exiting under it.
    */
   request<Job, Reply extends ThreadReply, T>(request: ThreadRequest<Job, Reply, T>): Promise<T> {
-    const next = this.turn.then(() => this.post(this.spawn(), request));
+    // A job aborted while it waited is not posted, nor a thread started for it.
+    const next = this.turn.then(() => (request.signal?.aborted ? Promise.reject(request.signal.reason) : this.post(this.spawn(), request)));
     this.turn = next.catch(() => undefined);
     return next;
   }
@@ -69,7 +70,6 @@ export class SerialThread {
 
   private post<Job, Reply extends ThreadReply, T>(worker: Worker, request: ThreadRequest<Job, Reply, T>): Promise<T> {
     const { signal } = request;
-    if (signal?.aborted) return Promise.reject(signal.reason);
     const id = this.nextId++;
     return new Promise<T>((resolve) => {
       const onAbort = () => request.onAbort?.();

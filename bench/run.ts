@@ -39,6 +39,7 @@ import { deliveryScenario } from './scenarios/delivery.js';
 import { facesScenario } from './scenarios/faces.js';
 import { jobStatements } from './scenarios/job-statements.js';
 import { jxlScenario } from './scenarios/jxl.js';
+import { pdfScenario } from './scenarios/pdf.js';
 import { presentationBench } from './presentation.js';
 import { presignScenario } from './presign.js';
 import { previewScenario } from './preview.js';
@@ -66,6 +67,7 @@ const scenarios: Scenario[] = [
   deliveryScenario,
   queuePickup,
   presentationBench,
+  pdfScenario,
   compressionScenario,
   jxlScenario,
   textScenario('presign', "Presigned PUT of the Max plan's largest file: API RSS growth (target < 64 MiB) and throughput", presignScenario),

@@ -87,6 +87,11 @@ interface FormatDefinition {
   outsideReferences?: boolean;
   /** It can carry an alpha channel. */
   alpha?: boolean;
+  /**
+   * Its EXIF tags are the file's own IFDs (TIFF), which libvips does not hand over as an EXIF block
+   * as it does a JPEG's APP1, a PNG's eXIf, a WebP's EXIF chunk or a HEIF's Exif item: info.ts reads them from the file.
+   */
+  exifInIfds?: boolean;
   /** What docs/formats.md says beyond the other columns. */
   notes?: string;
   write?: Writer;
@@ -232,6 +237,7 @@ export const FORMATS = {
     signature: { magic: [[[0, 'II*\0']], [[0, 'MM\0*']], [[0, 'II+\0']], [[0, 'MM\0+']]] },
     libvips: 'decode',
     alpha: true,
+    exifInIfds: true,
     notes: 'the first page is read',
     write: {
       lossless: true,
@@ -434,6 +440,8 @@ export const isRawDecoded = (format: string): format is RawDecodedFormat => {
 export const libvipsReadsHeader = (format: string): boolean => definition(format)?.libvips !== 'none';
 /** Whether a file's frames are an animation (GIF, WebP, an AVIF image sequence); TIFF pages and HEIF items are not. */
 export const isAnimation = (format: string): boolean => definition(format)?.animation === true;
+/** Whether the format's EXIF is its own IFDs (TIFF) rather than a block libvips reports. */
+export const hasExifInIfds = (format: string): boolean => definition(format)?.exifInIfds === true;
 export const canHoldAlpha = (format: string): boolean => definition(format)?.alpha === true;
 export const canBeLossless = (format: OutputFormat): boolean => FORMATS[format].write.lossless;
 export const mimeOf = <F extends Format>(format: F): Table[F]['mime'] => FORMATS[format].mime;

@@ -8,6 +8,7 @@ import exifr from 'exifr';
 import { encode as blurhashOf } from 'blurhash';
 import sharp from 'sharp';
 import { rgbaToThumbHash } from 'thumbhash';
+import { hasExifInIfds } from './formats.js';
 import type { SourceInfo } from './source.js';
 
 export interface ImageInfo {
@@ -45,13 +46,13 @@ const BLURHASH_COMPONENTS = [4, 3] as const;
  * first frame (any format sharp reads).
  */
 export async function imageInfo(path: string, header: SourceInfo, thumbnail: Buffer): Promise<ImageInfo> {
-  const [meta, exif, pixels] = await Promise.all([
+  const [meta, pixels] = await Promise.all([
     sharp(path, { limitInputPixels: false, ...(header.page === undefined ? {} : { page: header.page }) })
       .metadata()
       .catch(() => undefined),
-    readExif(path),
     pixelInfo(thumbnail),
   ]);
+  const exif = await readExif(await exifBytes(path, header.format, meta?.exif));
   return {
     format: header.format,
     width: header.width,
@@ -176,24 +177,38 @@ const EXIF_OPTIONS = {
 const MAX_EXIF_TEXT = 1000;
 
 /**
- * How much of the file exifr reads: EXIF sits near the start of a JPEG, PNG, WebP or TIFF, and an
- * HEIF/AVIF file's Exif item is rarely past its first megabytes.
+ * At most this much of a TIFF is read for its EXIF: its IFDs are usually near the start (or right
+ * after the first strips); one a writer put after gigabytes of pixels is not looked for.
  */
-const EXIF_READ_BYTES = 16 * 1024 * 1024;
+const TIFF_EXIF_READ_BYTES = 16 * 1024 * 1024;
+/** An EXIF block's own header, before the TIFF structure, as JPEG's APP1 (and libvips' exif-data) carries it. */
+const EXIF_HEADER = Buffer.from('Exif\0\0', 'latin1');
 
-async function readExif(path: string): Promise<{ tags: Record<string, unknown> | null; gps: ImageInfo['gps'] }> {
+/**
+ * The bytes exifr reads the EXIF from, without reading the file again where libvips has read the
+ * block with the header (`exif`: sharp's metadata().exif, from a JPEG's APP1 segment, a PNG's eXIf
+ * chunk, a WebP's EXIF chunk, a HEIF's or JPEG XL's Exif item): that block, a few KiB, whatever the
+ * file's size. A TIFF's EXIF is its own IFDs: its first TIFF_EXIF_READ_BYTES. Else none.
+ */
+export async function exifBytes(path: string, format: string, exif: Buffer | undefined): Promise<Buffer | undefined> {
+  if (exif?.length) return exif.subarray(0, EXIF_HEADER.length).equals(EXIF_HEADER) ? exif.subarray(EXIF_HEADER.length) : exif;
+  if (!hasExifInIfds(format)) return undefined;
   // Read here and handed over as bytes: exifr's own file reader can leave its file handle open
   // for the garbage collector, which Node reports as an error.
   const handle = await fs.promises.open(path, 'r');
-  let head: Buffer;
   try {
     const { size } = await handle.stat();
-    head = Buffer.alloc(Math.min(size, EXIF_READ_BYTES));
-    await handle.read(head, 0, head.length, 0);
+    const head = Buffer.alloc(Math.min(size, TIFF_EXIF_READ_BYTES));
+    const { bytesRead } = await handle.read(head, 0, head.length, 0);
+    return head.subarray(0, bytesRead);
   } finally {
     await handle.close();
   }
-  const parsed = (await exifr.parse(head, EXIF_OPTIONS).catch(() => undefined)) as Record<string, unknown> | undefined;
+}
+
+async function readExif(bytes: Buffer | undefined): Promise<{ tags: Record<string, unknown> | null; gps: ImageInfo['gps'] }> {
+  if (!bytes) return { tags: null, gps: null };
+  const parsed = (await exifr.parse(bytes, EXIF_OPTIONS).catch(() => undefined)) as Record<string, unknown> | undefined;
   if (!parsed) return { tags: null, gps: null };
   const tags: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(parsed)) {

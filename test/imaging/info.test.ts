@@ -10,7 +10,7 @@ import sharp from 'sharp';
 import { decode as decodeBlurhash } from 'blurhash';
 import { thumbHashToApproximateAspectRatio } from 'thumbhash';
 import { DEFAULT_PLANS } from '../../src/accounts/plans.js';
-import { hammingDistance, imageInfo, paletteOf, perceptualHash } from '../../src/imaging/info.js';
+import { exifBytes, hammingDistance, imageInfo, paletteOf, perceptualHash } from '../../src/imaging/info.js';
 import { inspect } from '../../src/imaging/source.js';
 import { corpusFile } from '../helpers.js';
 import { formatOf } from './compress-helpers.js';
@@ -84,6 +84,27 @@ describe('info from pixels and header', () => {
     const ratio = thumbHashToApproximateAspectRatio(Buffer.from(info.thumbhash, 'base64'));
     assert.ok(Math.abs(ratio - 1914 / 2565) < 0.1, `thumbhash aspect ${ratio}`);
     assert.equal(decodeBlurhash(info.blurhash, 4, 3).length, 4 * 3 * 4, 'a valid BlurHash');
+  });
+
+  it('EXIF is read from the block libvips found, not from the file: a photo of several MiB yields its EXIF and GPS from a few KiB', async () => {
+    const photo = corpusFile('images/wikimedia/Cerkiew.jpg');
+    // Its EXIF (with GPS) kept at the front, then megabytes of pixels.
+    const big = path.join(tmp, 'big-exif.jpg');
+    await sharp(photo).resize({ width: 4000 }).keepExif().jpeg({ quality: 100 }).toFile(big);
+    assert.ok(fs.statSync(big).size > 4 * 1024 * 1024, `${fs.statSync(big).size} bytes`);
+    const bytes = await exifBytes(big, 'jpeg', (await sharp(big).metadata()).exif);
+    assert.ok(bytes && bytes.length < 64 * 1024, `EXIF read: ${bytes?.length} bytes`);
+    const [info, original] = [await infoOf(big), await infoOf(photo)];
+    assert.equal(info.exif?.Model, original.exif?.Model);
+    assert.deepEqual(info.gps, original.gps);
+    assert.ok(info.gps && Math.abs(info.gps.latitude) > 1, `gps ${JSON.stringify(info.gps)}`);
+  });
+
+  it("a TIFF's EXIF is its own IFDs, read from the file; an image without EXIF reads nothing for it", async () => {
+    const tiff = await infoOf(corpusFile('images/sharp/G31D.TIF'));
+    assert.ok(tiff.exif && Object.keys(tiff.exif).length > 3, JSON.stringify(tiff.exif));
+    const gif = corpusFile('images/sharp/Crash_test.gif');
+    assert.equal(await exifBytes(gif, 'gif', undefined), undefined);
   });
 
   it('orientation is the stored tag; width and height are upright', async () => {

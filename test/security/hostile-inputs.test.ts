@@ -309,7 +309,8 @@ const CASES: HostileRow[] = [
     },
   },
   // adjust, trim and extend: option values past sharp's ranges are a 400 before any pixel is read,
-  // a border past the plan's pixel limit fails IMAGE_TOO_LARGE when queued, damaged pixels INVALID_IMAGE.
+  // a border past the plan's pixel limit fails IMAGE_TOO_LARGE when queued, damaged pixels INVALID_IMAGE
+  // (the matrix below plays every damaged input; garbage in IDAT is not one of them).
   ...(
     [
       ['adjust', { blur: 100_000 }],
@@ -355,8 +356,20 @@ const CASES: HostileRow[] = [
 /** PostgreSQL plays the written-out rows and, of the matrix, every job on every format cut to 60 %. */
 const onEveryDialect = (input: HostileInput) => input.label.endsWith('cut to 60 %');
 
+/** Every kind that reads PDFs (the registry's), on the PDF cut later than CASES cuts it, and with flipped bits. */
+const DAMAGED_PDFS: HostileRow[] = OPERATIONS.filter((op) => op.accepts === 'pdf').flatMap((op) => [
+  { input: truncated(PDF, 0.6), job: { kind: op.kind }, expect: INVALID },
+  { input: truncated(PDF, 0.9), job: { kind: op.kind }, expect: INVALID },
+  {
+    input: bitFlipped(PDF),
+    job: { kind: op.kind },
+    expect: completes("the flipped bits fall in the photos' JPEG streams, which carry no checksum: poppler draws other pixels, not an error"),
+  },
+]);
+
 const ROWS: HostileRow[] = [
   ...CASES,
+  ...DAMAGED_PDFS,
   ...DAMAGED.flatMap(({ input, every, except }) => [
     ...IMAGE_JOBS.map((job) => ({ input, job, expect: except?.[job.kind] ?? every, everyDialect: onEveryDialect(input) })),
     // A preview is a view, not an output: today it draws what decodes (grey where a JPEG or PNG

@@ -5,6 +5,7 @@ import { ErrorBox } from './components';
 import { AdminPage } from './pages/admin';
 import { DeliveryPage } from './pages/delivery';
 import { LoginPage, ResetPasswordPage, SetupPage, SignupPage } from './pages/auth';
+import { FilePage } from './pages/file';
 import { FilesPage } from './pages/files';
 import { KeysPage } from './pages/keys';
 import { OverviewPage } from './pages/overview';
@@ -19,6 +20,7 @@ const PAGES: Record<PageName, (params: Record<string, string>) => ReactNode> = {
   overview: () => <OverviewPage />,
   playground: () => <PlaygroundPage />,
   files: () => <FilesPage />,
+  file: (params) => <FilePage fileId={params.fileId!} />,
   tasks: () => <TasksPage />,
   task: (params) => <TaskPage taskId={params.taskId!} />,
   keys: () => <KeysPage />,

@@ -16,6 +16,7 @@ export const ROUTES = [
   { path: '/', page: 'overview', access: 'account', nav: 'Usage' },
   { path: '/playground', page: 'playground', access: 'account', nav: 'Playground' },
   { path: '/files', page: 'files', access: 'account', nav: 'Files' },
+  { path: '/files/:fileId', page: 'file', access: 'account' },
   { path: '/tasks', page: 'tasks', access: 'account', nav: 'Tasks' },
   { path: '/tasks/:taskId', page: 'task', access: 'account' },
   { path: '/keys', page: 'keys', access: 'account', nav: 'API keys' },

@@ -8,7 +8,6 @@
 // size asked for is not the network's scale.
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Worker } from 'node:worker_threads';
 import sharp, { type Sharp } from 'sharp';
 import { SerialThread } from '../../worker-thread.js';
 import type { Size } from '../geometry.js';
@@ -36,9 +35,7 @@ export interface UpscaledBand {
 
 export class SuperResolutionEngine {
   /** Jobs run one at a time on it: each waits for the one before it. */
-  private readonly thread = new SerialThread(import.meta.url, 'inference-worker');
-  private nextId = 1;
-
+  private readonly thread = new SerialThread(import.meta.url, 'inference-worker', 'super-resolution');
   /**
    * Upscales packed RGB bytes (or RGBA, whose alpha is skipped) by the network's `scale`, band by
    * band (`onBand` is awaited in order; the bands together are the whole output). Rejects with
@@ -51,73 +48,13 @@ export class SuperResolutionEngine {
     onBand: (band: UpscaledBand) => Promise<void>,
     run: UpscaleRun = {},
   ): Promise<{ tiles: number }> {
-    return this.thread.run((worker) => this.runJob(worker, pixels, size, scale, onBand, run));
-  }
-
-  /** Ends the worker thread (its models go with it); the next job starts a new one. */
-  close(): Promise<void> {
-    return this.thread.close();
-  }
-
-  private runJob(
-    worker: Worker,
-    pixels: { data: Uint8Array; channels: 3 | 4 },
-    size: Size,
-    scale: ModelScale,
-    onBand: (band: UpscaledBand) => Promise<void>,
-    run: UpscaleRun,
-  ): Promise<{ tiles: number }> {
     const { signal } = run;
-    if (signal?.aborted) return Promise.reject(signal.reason);
-    const id = this.nextId++;
     // [0]: the cancel flag the worker reads between tiles; [1]: tiles it has finished.
     const state = new Int32Array(new SharedArrayBuffer(8));
-    return new Promise((resolve, reject) => {
-      let writing: Promise<void> = Promise.resolve();
-      let atCancel = -1;
-      const onAbort = () => {
-        atCancel = Atomics.load(state, 1);
-        Atomics.store(state, 0, 1);
-      };
-      const settle = (outcome: () => void) => {
-        signal?.removeEventListener('abort', onAbort);
-        worker.off('message', onMessage);
-        worker.off('error', onError);
-        worker.off('exit', onExit);
-        outcome();
-      };
-      const onMessage = (message: InferenceMessage) => {
-        if (message.id !== id) return;
-        switch (message.type) {
-          case 'tile':
-            run.progress?.(message.done, message.total);
-            break;
-          case 'band': {
-            const band = { y: message.y, height: message.height, data: message.data };
-            writing = writing.then(() => onBand(band));
-            writing.catch(() => Atomics.store(state, 0, 1));
-            break;
-          }
-          case 'done':
-            settle(() => writing.then(() => resolve({ tiles: message.tiles }), reject));
-            break;
-          case 'canceled':
-            run.onCanceled?.({ atCancel, run: message.tiles });
-            // A band that failed to be written is the cause; else the abort's reason.
-            settle(() => writing.then(() => reject(signal?.reason ?? new Error('super-resolution canceled')), reject));
-            break;
-          case 'error':
-            settle(() => reject(new Error(`super-resolution failed: ${message.message}`)));
-            break;
-        }
-      };
-      const onError = (err: Error) => settle(() => reject(err));
-      const onExit = (code: number) => settle(() => reject(new Error(`the super-resolution worker exited (${code})`)));
-      worker.on('message', onMessage);
-      worker.once('error', onError);
-      worker.once('exit', onExit);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      const job: InferenceJob = {
+    let writing: Promise<void> = Promise.resolve();
+    let atCancel = -1;
+    return this.thread.request<InferenceJob, InferenceMessage, { tiles: number }>({
+      job: (id) => ({
         type: 'run',
         id,
         scale,
@@ -128,9 +65,38 @@ export class SuperResolutionEngine {
         tileSize: run.tileSize ?? TILE_SIZE,
         overlap: TILE_OVERLAP,
         state,
-      };
-      worker.postMessage(job);
+      }),
+      signal,
+      onAbort: () => {
+        atCancel = Atomics.load(state, 1);
+        Atomics.store(state, 0, 1);
+      },
+      onReply: (message) => {
+        switch (message.type) {
+          case 'tile':
+            run.progress?.(message.done, message.total);
+            return undefined;
+          case 'band': {
+            const band = { y: message.y, height: message.height, data: message.data };
+            writing = writing.then(() => onBand(band));
+            // A band that cannot be written stops the job, as a cancel does.
+            writing.catch(() => Atomics.store(state, 0, 1));
+            return undefined;
+          }
+          case 'done':
+            return writing.then(() => ({ tiles: message.tiles }));
+          case 'canceled':
+            run.onCanceled?.({ atCancel, run: message.tiles });
+            // A band that failed to be written is the cause; else the abort's reason.
+            return writing.then(() => Promise.reject(signal?.reason ?? new Error('super-resolution canceled')));
+        }
+      },
     });
+  }
+
+  /** Ends the worker thread (its models go with it); the next job starts a new one. */
+  close(): Promise<void> {
+    return this.thread.close();
   }
 }
 

@@ -1,5 +1,6 @@
 // Files: newest first, with thumbnails (GET /api/preview), search by name (GET /api/files?q=),
-// download links, and delete — one or several at once, always after a confirmation.
+// a page per file (its info, faces on request), download links, and delete — one or several at
+// once, always after a confirmation.
 import { useEffect, useState } from 'react';
 import { api, downloadUrl, type ApiFile } from '../api';
 import { ConfirmDialog, ErrorBox, PageTitle, Thumb } from '../components';
@@ -86,7 +87,11 @@ export function FilesPage() {
       className: 'wrap',
       cell: (file) => (
         <div>
-          <div data-testid="file-name">{file.filename}</div>
+          <div data-testid="file-name">
+            <Link to={`/files/${encodeURIComponent(file.fileId)}`} title={`Info on ${file.filename}`}>
+              {file.filename}
+            </Link>
+          </div>
           <div className="muted small">
             <code>{file.fileId}</code>
           </div>

@@ -9,6 +9,9 @@ import type { QueueEvents } from './events.js';
 
 export type TaskRow = Selectable<TasksTable>;
 
+/** A claimed task, with its account's plan and storage used as the claim found them (the run's limits). */
+export type ClaimedTask = TaskRow & { account: { plan: string; storageUsed: number } | undefined };
+
 /**
  * Called inside the transaction that ends `taskIds` (tasks of `accountId` that have just
  * completed or failed): the tasks module queues their webhook events there, so an event is
@@ -67,6 +70,12 @@ const backInQueue = (runAt: number) => ({ status: 'queued' as const, lease_owner
 const webhooksVersion = (eb: ExpressionBuilder<DB, 'tasks'>) =>
   eb.selectFrom('accounts').select('accounts.webhooks_version').whereRef('accounts.id', '=', 'tasks.account_id').as('webhooks_version');
 
+/** The task's account's plan and storage used, read by the claim's statement. */
+const accountOfTask = (eb: ExpressionBuilder<DB, 'tasks'>) => [
+  eb.selectFrom('accounts').select('accounts.plan').whereRef('accounts.id', '=', 'tasks.account_id').as('account_plan'),
+  eb.selectFrom('accounts').select('accounts.storage_used').whereRef('accounts.id', '=', 'tasks.account_id').as('account_storage_used'),
+];
+
 export const backoffMs = (attempts: number): number => Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.max(0, attempts - 1));
 
 export class TaskQueue {
@@ -93,7 +102,7 @@ export class TaskQueue {
    * tasks another worker is taking at the same moment, never the other way): a worker pool
    * claims again when a slot frees only then, or when it is woken.
    */
-  async claimSome(workerId: string, limit: number, leaseMs: number, lane: TaskLane = 'image'): Promise<{ tasks: TaskRow[]; more: boolean }> {
+  async claimSome(workerId: string, limit: number, leaseMs: number, lane: TaskLane = 'image'): Promise<{ tasks: ClaimedTask[]; more: boolean }> {
     if (limit <= 0) return { tasks: [], more: false };
     const now = this.clock.now();
     const { db, skipLocked } = this.database;
@@ -138,6 +147,7 @@ export class TaskQueue {
           .where('tasks.status', '=', 'queued')
           .returningAll('tasks')
           .returning(waiting)
+          .returning(accountOfTask)
           .execute()
       : await db
           .updateTable('tasks')
@@ -146,12 +156,16 @@ export class TaskQueue {
           .where('status', '=', 'queued')
           .returningAll()
           .returning(waiting)
+          .returning(accountOfTask)
           .execute();
     // PostgreSQL's RETURNING sees the table as the statement found it (the claimed tasks still
     // queued); SQLite's, as each row is updated, so its smallest count is what is left after.
     const counts = claimed.map((row) => Number(row.waiting));
     const more = claimed.length > 0 && (skipLocked ? Math.max(...counts) > claimed.length : Math.min(...counts) > 0);
-    const tasks: TaskRow[] = claimed.map(({ waiting: _waiting, ...task }) => task);
+    const tasks: ClaimedTask[] = claimed.map(({ waiting: _waiting, account_plan, account_storage_used, ...task }) => ({
+      ...task,
+      account: account_plan === null ? undefined : { plan: account_plan, storageUsed: Number(account_storage_used ?? 0) },
+    }));
     const accounts = [...new Set(tasks.map((t) => t.account_id))];
     // One account at a time, each its own statement: a claim never holds one account's row while
     // it waits for another's.
@@ -193,14 +207,27 @@ export class TaskQueue {
     const outcome = await this.database.transaction(async (tx) => {
       // The lock order of quota.ts: the account, then the task (then the new output files).
       await lockAccount(this.database, tx, task.account_id);
-      // Locked by the read that tells whether it is still this worker's (no lock needed otherwise).
+      // Completed in one statement with the check that the lease is still this worker's (which
+      // locks the task's row); outputs refused below turn it into a failure in this transaction.
       const held = await tx
-        .selectFrom('tasks')
-        .select((eb) => ['charged', webhooksVersion(eb)])
+        .updateTable('tasks')
+        .set({
+          status: 'completed',
+          progress: 100,
+          output_file_id: outputFileIds[0] ?? null,
+          output_file_ids: bundled ? JSON.stringify(outputFileIds.slice(1)) : null,
+          result: JSON.stringify(completion.result),
+          error_code: null,
+          error_message: null,
+          error_details: null,
+          lease_owner: null,
+          lease_expires_at: null,
+          completed_at: now,
+        })
         .where('id', '=', task.id)
         .where('lease_owner', '=', workerId)
         .where('status', '=', 'processing')
-        .$if(this.database.rowLocks, (qb) => qb.forNoKeyUpdate())
+        .returning((eb) => ['charged', webhooksVersion(eb)])
         .executeTakeFirst();
       if (!held) return { outcome: 'lost' as const, deliveries: 0 };
       const refused = await completion.recordOutputs(tx, now);
@@ -217,23 +244,6 @@ export class TaskQueue {
         );
         return { outcome: 'failed' as const, deliveries };
       }
-      await tx
-        .updateTable('tasks')
-        .set({
-          status: 'completed',
-          progress: 100,
-          output_file_id: outputFileIds[0] ?? null,
-          output_file_ids: bundled ? JSON.stringify(outputFileIds.slice(1)) : null,
-          result: JSON.stringify(completion.result),
-          error_code: null,
-          error_message: null,
-          error_details: null,
-          lease_owner: null,
-          lease_expires_at: null,
-          completed_at: now,
-        })
-        .where('id', '=', task.id)
-        .execute();
       const deliveries = await this.tasksEnded(tx, task.account_id, [task.id], now, held.webhooks_version ?? undefined);
       return { outcome: 'completed' as const, deliveries };
     });
@@ -305,6 +315,10 @@ export class TaskQueue {
       .updateTable('tasks')
       .set({
         status: 'failed',
+        // No outputs (a completion whose outputs were refused had set them).
+        output_file_id: null,
+        output_file_ids: null,
+        result: null,
         error_code: failure.code,
         error_message: failure.message,
         error_details: failure.details ? JSON.stringify(failure.details) : null,

@@ -14,7 +14,7 @@ import { createDocumentTools, type DocumentTools } from '../programs/tools.js';
 import { newId } from '../ids.js';
 import type { PlanTable } from '../accounts/plans.js';
 import type { Metrics } from '../metrics.js';
-import type { TaskQueue, TaskRow } from '../queue/queue.js';
+import type { ClaimedTask, TaskQueue } from '../queue/queue.js';
 import type { ObjectStorage } from '../storage/storage.js';
 import { OutputStore } from './outputs.js';
 import { Pool } from './pool.js';
@@ -39,7 +39,7 @@ export class WorkerPool {
   /** LibreOffice (its pool caps conversions across this pool's tasks) and poppler. */
   readonly documents: DocumentTools;
   /** One pool per lane, each with its own slots. */
-  private readonly pools: { lane: TaskLane; pool: Pool<TaskRow> }[];
+  private readonly pools: { lane: TaskLane; pool: Pool<ClaimedTask> }[];
   /** Webhook deliveries, in slots of their own (WEBHOOK_CONCURRENCY). */
   readonly webhooks: WebhookDeliverer;
   private started = false;
@@ -67,7 +67,7 @@ export class WorkerPool {
     );
     const runner = new TaskRunner({ ...deps, documents: this.documents, outputs: new OutputStore(deps) }, this.id);
     const lanePool = (lane: TaskLane, slots: number) =>
-      new Pool<TaskRow>({
+      new Pool<ClaimedTask>({
         concurrency: slots,
         pollIntervalMs: config.pollIntervalMs,
         fetch: async (free) => {

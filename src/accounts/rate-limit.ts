@@ -20,14 +20,18 @@
 //
 // A process alone on a key writes far less: the row also names the process that reserved last
 // and the latest window in which two processes did, so each reservation tells a process whether
-// it has had the key to itself for SHARED_QUIET_WINDOWS; if so, it reserves the rest of its
-// expected demand for the window at once (the previous window's, or this one's so far, and a
-// quarter more; never more than is left), so a steady client costs about one write a second.
-// Nothing else can use what it holds until the window ends: a second process that starts on the
-// key meanwhile may be refused for the rest of that window, and from its first reservation both
-// reserve in small batches again. The limit is exact either way: a process admits only what the
-// database granted it. The window follows the application's clock, so tests move it with
-// ManualClock.
+// it has had the key to itself for SHARED_QUIET_WINDOWS. From the window after the first that
+// said so (two processes starting on a key at once each find the row theirs at first), it
+// reserves the rest of its expected demand for the window at once (the previous window's, or
+// this one's so far, and a quarter more; never more than is left), so a steady client costs
+// about one write a second. Nothing else can use what it holds until the window ends: a second
+// process that starts on the key meanwhile may be refused for the rest of that window, and from
+// its first reservation both reserve in small batches again. The limit is exact either way: a
+// process admits only what the database granted it in its window. (Hosts whose clocks differ
+// by more than a window: a lone host joined by one ahead of it may spend its window's
+// reservation while the other counts the next, so that second may see up to twice the limit
+// once, where small batches let it see one batch more.) The window follows the application's
+// clock, so tests move it with ManualClock.
 import { sql } from 'kysely';
 import type { Database } from '../db/database.js';
 import { iso, type Clock } from '../clock.js';
@@ -72,8 +76,11 @@ interface Window {
   previousDemand: number;
   /** Size of the last batch asked for. */
   lastBatch: number;
-  /** The last reservation said no other process has reserved for the subject lately. */
-  alone: boolean;
+  /**
+   * Since which window every reservation has said no other process reserved for the subject
+   * lately (undefined: the last one did not say so).
+   */
+  aloneSince: number | undefined;
   /** Reserved in this window under an earlier limit and not admitted: given back by the next reservation. */
   unused: number;
   reserving?: Promise<void>;
@@ -84,7 +91,7 @@ export class RateLimiter {
   private prunedAt = 0;
   /** Reservations written to the database so far (what a request costs the database, on average). */
   reservations = 0;
-  /** Names this process in the rows it reserves in (who else reserves is what `alone` is told from). */
+  /** Names this process in the rows it reserves in (who else reserves is what `aloneSince` is told from). */
   private readonly holder = newId('req');
 
   constructor(
@@ -127,7 +134,7 @@ export class RateLimiter {
       demand: 0,
       previousDemand: current && current.window >= window - 1 ? Math.max(current.demand, current.previousDemand) : 0,
       lastBatch: 0,
-      alone: current?.alone ?? false,
+      aloneSince: current?.aloneSince,
       unused: 0,
     };
     // A plan change within the second: the new limit applies, and what this process already
@@ -149,7 +156,10 @@ export class RateLimiter {
 
   private async reserve(subject: string, w: Window): Promise<void> {
     const cap = Math.max(1, Math.floor(w.limit / BATCH_SHARE_OF_LIMIT));
-    const wanted = w.alone
+    // Alone since an earlier window: not on the evidence of this window alone (two processes
+    // starting on a key at once each find the row theirs at first).
+    const alone = w.aloneSince !== undefined && w.aloneSince < w.window;
+    const wanted = alone
       ? // The rest of the window's expected demand (the request waiting now included), and a quarter more.
         Math.max(1, Math.min(w.limit - w.reservedEverywhere, Math.ceil(this.expectedDemand(w) * 1.25) - w.demand + 1))
       : Math.max(1, Math.min(cap, Math.ceil(Math.max(w.demand, w.previousDemand) / BATCH_SHARE_OF_DEMAND)));
@@ -159,7 +169,8 @@ export class RateLimiter {
       const unused = w.unused;
       const { window, reserved, sharedWindow } = await reserveInDatabase(this.database, subject, w.window, wanted, unused, this.holder);
       w.unused -= unused;
-      w.alone = sharedWindow < Math.max(window, w.window) - SHARED_QUIET_WINDOWS;
+      const current = Math.max(window, w.window);
+      w.aloneSince = sharedWindow < current - SHARED_QUIET_WINDOWS ? (w.aloneSince ?? current) : undefined;
       if (window > w.window) {
         // Another process has moved the row to a later second: its clock is ahead of ours (hosts'
         // clocks differ by a little, or by more). That window is the current one for everybody,

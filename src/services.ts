@@ -79,7 +79,9 @@ export async function createServices(config: Config, overrides: ServiceOverrides
   }
   const clock = overrides.clock ?? systemClock;
   const events = new QueueEvents();
-  const queue = new TaskQueue(database, clock, events, (tx, accountId, taskIds, now) => recordTasksEnded(database, tx, accountId, taskIds, now));
+  const queue = new TaskQueue(database, clock, events, (tx, accountId, taskIds, now, webhooksVersion) =>
+    recordTasksEnded(database, tx, accountId, taskIds, now, webhooksVersion),
+  );
   const storage: ObjectStorage = config.storage.kind === 's3' ? new S3Storage(config.storage) : new LocalStorage(config.storage.root);
   const logger = overrides.logger ?? createLogger(config);
   const sandbox = createSandbox(config, logger);

@@ -1,9 +1,9 @@
 // Accounts and their plans; API keys stored only as hashes.
 import crypto from 'node:crypto';
 import { promisify } from 'node:util';
-import type { Selectable } from 'kysely';
+import { sql, type Selectable } from 'kysely';
 import type { Clock } from '../clock.js';
-import type { Database } from '../db/database.js';
+import type { Database, Tx } from '../db/database.js';
 import { isUniqueViolation } from '../db/database.js';
 import { olderThan, pageOf } from '../db/pagination.js';
 import type { AccountsTable } from '../db/schema.js';
@@ -84,6 +84,19 @@ export async function setPlan(database: Database, accountId: string, plan: PlanN
  * database handle the change applies to the next request; other processes serve a key from memory
  * for at most KEY_CACHE_MS (0.9 s) before they see it. The caller ends the account's sessions.
  */
+/**
+ * Bumps the account's `webhooks_version`, in the transaction that changes its webhook endpoints
+ * (taking the account's row lock, first in quota.ts's lock order): every process's copy of the
+ * endpoints (src/webhooks/store.ts, subscriptionsOf) is stale from its commit on.
+ */
+export async function markWebhooksChanged(tx: Tx, accountId: string): Promise<void> {
+  await tx
+    .updateTable('accounts')
+    .set({ webhooks_version: sql<number>`webhooks_version + 1` })
+    .where('id', '=', accountId)
+    .execute();
+}
+
 export async function setDisabled(database: Database, clock: Clock, accountId: string, disabled: boolean): Promise<void> {
   await database.db
     .updateTable('accounts')

@@ -79,9 +79,33 @@ export async function lockAccount(database: Database, tx: Tx, accountId: string)
   await database.lockRow(tx, 'accounts', accountId);
 }
 
+/**
+ * Adds `amount` to the month's task counter if it stays within `limit`, and to the day's (the
+ * usage chart's, never limited), in one statement; false when the month's would not fit (the
+ * day's may then have been counted: the caller's transaction is rolled back by its refusal).
+ */
+async function incrementTasks(tx: Tx, accountId: string, amount: number, limit: number, now: number): Promise<boolean> {
+  if (amount > limit) return false;
+  const month = periods.monthlyTasks(now);
+  const result = await tx
+    .insertInto('usage_counters')
+    .values([
+      { account_id: accountId, period: month, used: amount },
+      { account_id: accountId, period: periods.dailyTasks(now), used: amount },
+    ])
+    .onConflict((oc) =>
+      oc
+        .columns(['account_id', 'period'])
+        .doUpdateSet({ used: sql`usage_counters.used + ${amount}` })
+        .where(sql<boolean>`usage_counters.period <> ${month} OR usage_counters.used + ${amount} <= ${limit}`),
+    )
+    .executeTakeFirst();
+  return Number(result.numInsertedOrUpdatedRows) === 2;
+}
+
 export async function chargeTasks(tx: Tx, accountId: string, limits: PlanLimits, count: number, now: number): Promise<void> {
   const period = periods.monthlyTasks(now);
-  if (!(await increment(tx, accountId, period, count, limits.monthlyTasks))) {
+  if (!(await incrementTasks(tx, accountId, count, limits.monthlyTasks, now))) {
     const used = await counterValue(tx, accountId, period);
     throw new AppError(
       'MONTHLY_QUOTA_EXCEEDED',
@@ -94,7 +118,6 @@ export async function chargeTasks(tx: Tx, accountId: string, limits: PlanLimits,
       },
     );
   }
-  await increment(tx, accountId, periods.dailyTasks(now), count, Number.MAX_SAFE_INTEGER);
 }
 
 export async function chargeBatchFiles(tx: Tx, accountId: string, limits: PlanLimits, count: number, now: number): Promise<void> {

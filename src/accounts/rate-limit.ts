@@ -16,12 +16,27 @@
 //
 // Writes per subject: one per admitted request while the limit is small (under 50/s every batch
 // is one request and nothing is reserved ahead, which keeps small limits exact), then about
-// 25 + P per second however many requests arrive. The window follows the application's clock,
-// so tests move it with ManualClock.
+// 25 + P per second however many requests arrive.
+//
+// A process alone on a key writes far less: the row also names the process that reserved last
+// and the latest window in which two processes did, so each reservation tells a process whether
+// it has had the key to itself for SHARED_QUIET_WINDOWS. From the window after the first that
+// said so (two processes starting on a key at once each find the row theirs at first), it
+// reserves the rest of its expected demand for the window at once (the previous window's, or
+// this one's so far, and a quarter more; never more than is left), so a steady client costs
+// about one write a second. Nothing else can use what it holds until the window ends: a second
+// process that starts on the key meanwhile may be refused for the rest of that window, and from
+// its first reservation both reserve in small batches again. The limit is exact either way: a
+// process admits only what the database granted it in its window. (Hosts whose clocks differ
+// by more than a window: a lone host joined by one ahead of it may spend its window's
+// reservation while the other counts the next, so that second may see up to twice the limit
+// once, where small batches let it see one batch more.) The window follows the application's
+// clock, so tests move it with ManualClock.
 import { sql } from 'kysely';
 import type { Database } from '../db/database.js';
 import { iso, type Clock } from '../clock.js';
 import { AppError } from '../errors.js';
+import { newId } from '../ids.js';
 
 const WINDOW_MS = 1000;
 /** A batch is what the process expects to use in this much of a window... */
@@ -30,6 +45,8 @@ const BATCH_SHARE_OF_DEMAND = 10;
 const BATCH_SHARE_OF_LIMIT = 25;
 /** How often a process whose window is spent asks the database whether a later one has begun. */
 const SPENT_RECHECK_MS = 100;
+/** Windows without another process's reservation after which a process counts itself alone on a key. */
+const SHARED_QUIET_WINDOWS = 10;
 
 export interface RateLimitState {
   limit: number;
@@ -59,6 +76,13 @@ interface Window {
   previousDemand: number;
   /** Size of the last batch asked for. */
   lastBatch: number;
+  /**
+   * Since which window every reservation has said no other process reserved for the subject
+   * lately (undefined: the last one did not say so).
+   */
+  aloneSince: number | undefined;
+  /** Reserved in this window under an earlier limit and not admitted: given back by the next reservation. */
+  unused: number;
   reserving?: Promise<void>;
 }
 
@@ -67,6 +91,8 @@ export class RateLimiter {
   private prunedAt = 0;
   /** Reservations written to the database so far (what a request costs the database, on average). */
   reservations = 0;
+  /** Names this process in the rows it reserves in (who else reserves is what `aloneSince` is told from). */
+  private readonly holder = newId('req');
 
   constructor(
     private readonly database: Database,
@@ -108,10 +134,16 @@ export class RateLimiter {
       demand: 0,
       previousDemand: current && current.window >= window - 1 ? Math.max(current.demand, current.previousDemand) : 0,
       lastBatch: 0,
+      aloneSince: current?.aloneSince,
+      unused: 0,
     };
     // A plan change within the second: the new limit applies, and what this process already
-    // reserved in the window still counts against it (the row keeps the window's count).
-    if (current && current.window === window) fresh.reservedEverywhere = current.reservedEverywhere;
+    // reserved in the window still counts against it (the row keeps the window's count), except
+    // the reserved requests it has not admitted: its next reservation gives them back.
+    if (current && current.window === window) {
+      fresh.unused = current.tokens + current.unused;
+      fresh.reservedEverywhere = Math.max(0, current.reservedEverywhere - fresh.unused);
+    }
     this.windows.set(subject, fresh);
     this.prune(window);
     return fresh;
@@ -124,11 +156,21 @@ export class RateLimiter {
 
   private async reserve(subject: string, w: Window): Promise<void> {
     const cap = Math.max(1, Math.floor(w.limit / BATCH_SHARE_OF_LIMIT));
-    const wanted = Math.max(1, Math.min(cap, Math.ceil(Math.max(w.demand, w.previousDemand) / BATCH_SHARE_OF_DEMAND)));
+    // Alone since an earlier window: not on the evidence of this window alone (two processes
+    // starting on a key at once each find the row theirs at first).
+    const alone = w.aloneSince !== undefined && w.aloneSince < w.window;
+    const wanted = alone
+      ? // The rest of the window's expected demand (the request waiting now included), and a quarter more.
+        Math.max(1, Math.min(w.limit - w.reservedEverywhere, Math.ceil(this.expectedDemand(w) * 1.25) - w.demand + 1))
+      : Math.max(1, Math.min(cap, Math.ceil(Math.max(w.demand, w.previousDemand) / BATCH_SHARE_OF_DEMAND)));
     w.lastBatch = wanted;
     this.reservations++;
     try {
-      const { window, reserved } = await reserveInDatabase(this.database, subject, w.window, wanted);
+      const unused = w.unused;
+      const { window, reserved, sharedWindow } = await reserveInDatabase(this.database, subject, w.window, wanted, unused, this.holder);
+      w.unused -= unused;
+      const current = Math.max(window, w.window);
+      w.aloneSince = sharedWindow < current - SHARED_QUIET_WINDOWS ? (w.aloneSince ?? current) : undefined;
       if (window > w.window) {
         // Another process has moved the row to a later second: its clock is ahead of ours (hosts'
         // clocks differ by a little, or by more). That window is the current one for everybody,
@@ -147,6 +189,16 @@ export class RateLimiter {
     }
   }
 
+  /**
+   * Requests expected in the whole window: the window before's, or this one's so far at its rate
+   * so far (counted over at least a tenth of the window, so the first requests do not promise a
+   * flood).
+   */
+  private expectedDemand(w: Window): number {
+    const elapsed = Math.max(WINDOW_MS / 10, this.clock.now() - w.window * WINDOW_MS);
+    return Math.max(w.previousDemand, Math.ceil((w.demand * WINDOW_MS) / elapsed));
+  }
+
   private state(w: Window, exceeded: boolean): RateLimitState {
     const resetsAt = (w.window + 1) * WINDOW_MS;
     const reset = Math.max(1, Math.ceil((resetsAt - this.clock.now()) / 1000));
@@ -163,22 +215,34 @@ export class RateLimiter {
 }
 
 /**
- * Adds `count` to the subject's reservations in `window` (starting the window over when the row
- * holds an earlier one; a row already in a later window is left alone) and returns the row.
+ * Adds `count` to the subject's reservations in `window`, less `giveBack` of this process's
+ * unused ones (starting the window over when the row holds an earlier one; a row already in a
+ * later window is left alone), as `holder`, and returns the row: its window, its reservations
+ * (so `reserved - count` were reserved by others before), and the latest window in which another
+ * process than the one that reserved before had reserved in it or the window before.
  */
-async function reserveInDatabase(database: Database, subject: string, window: number, count: number): Promise<{ window: number; reserved: number }> {
+async function reserveInDatabase(
+  database: Database,
+  subject: string,
+  window: number,
+  count: number,
+  giveBack: number,
+  holder: string,
+): Promise<{ window: number; reserved: number; sharedWindow: number }> {
   const row = await database.db
     .insertInto('rate_limits')
-    .values({ subject, window, count })
+    .values({ subject, window, count, holder })
     .onConflict((oc) =>
       oc.column('subject').doUpdateSet({
-        count: sql`CASE WHEN rate_limits.window = ${window} THEN rate_limits.count + ${count} WHEN rate_limits.window < ${window} THEN ${count} ELSE rate_limits.count END`,
+        count: sql`CASE WHEN rate_limits.window = ${window} THEN rate_limits.count + ${count - giveBack} WHEN rate_limits.window < ${window} THEN ${count} ELSE rate_limits.count END`,
         window: sql`CASE WHEN rate_limits.window < ${window} THEN ${window} ELSE rate_limits.window END`,
+        holder,
+        shared_window: sql`CASE WHEN rate_limits.holder <> ${holder} AND rate_limits.window >= ${window - 1} AND rate_limits.shared_window < ${window} THEN ${window} ELSE rate_limits.shared_window END`,
       }),
     )
-    .returning(['window', 'count'])
+    .returning(['window', 'count', 'shared_window'])
     .executeTakeFirstOrThrow();
-  return { window: Number(row.window), reserved: Number(row.count) };
+  return { window: Number(row.window), reserved: Number(row.count), sharedWindow: Number(row.shared_window) };
 }
 
 // One limiter per database handle: every Services instance (and every test server) opens its own.

@@ -440,6 +440,23 @@ export const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0013_statement_budget': {
+    async up(db: Kysely<any>) {
+      // The process that reserved last in a subject's window, and the latest window in which two
+      // processes reserved: a process alone on a key reserves its expected demand at once.
+      await db.schema.alterTable('rate_limits').addColumn('holder', 'text').execute();
+      await db.schema
+        .alterTable('rate_limits')
+        .addColumn('shared_window', ms, (c) => c.notNull().defaultTo(0))
+        .execute();
+      // Bumped by every change of the account's webhook endpoints: a process keeps the endpoints
+      // it read with the number, and a task's end reads only the number.
+      await db.schema
+        .alterTable('accounts')
+        .addColumn('webhooks_version', 'integer', (c) => c.notNull().defaultTo(0))
+        .execute();
+    },
+  },
 };
 
 export interface SchemaState {

@@ -15,6 +15,8 @@ export interface AccountsTable {
   created_at: number;
   /** When the operator disabled the account (its keys, sessions and logins refused); null when enabled. */
   disabled_at: number | null;
+  /** Bumped by every change of the account's webhook endpoints (src/webhooks/store.ts caches them by it). */
+  webhooks_version: Generated<number>;
 }
 
 interface ApiKeysTable {
@@ -136,6 +138,10 @@ interface RateLimitsTable {
   subject: string;
   window: number;
   count: number;
+  /** The process (its limiter's id) that reserved last. */
+  holder: string | null;
+  /** The latest window in which two processes reserved (0: none yet). */
+  shared_window: Generated<number>;
 }
 
 interface PeriodicRunsTable {

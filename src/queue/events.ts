@@ -5,7 +5,11 @@
 // slow poll is the safety net either way.
 import { EventEmitter } from 'node:events';
 
-/** What crosses processes: `queued`, `finished:<taskId>`, or `changed:<what>` (a cache to drop: `changed:signing-keys`). */
+/**
+ * What crosses processes: `queued` (every lane) or `queued:<lane>`, `finished:<taskId>`,
+ * `deliveries` (webhook deliveries were queued), or `changed:<what>` (a cache to drop:
+ * `changed:signing-keys`).
+ */
 export type QueueMessage = string;
 
 export class QueueEvents extends EventEmitter {
@@ -19,10 +23,19 @@ export class QueueEvents extends EventEmitter {
   bridge(publish: ((message: QueueMessage) => void) | undefined): void {
     this.publish = publish;
   }
-  /** Tasks became runnable; call after the transaction that queued them has committed. */
-  queued(): void {
-    this.emit('queued');
-    this.publish?.('queued');
+  /**
+   * Tasks became runnable in `lane` (in any lane when it is not said); call after the
+   * transaction that queued them has committed. Listeners get the lane (or undefined): only
+   * that lane's workers need to look.
+   */
+  queued(lane?: string): void {
+    this.emit('queued', lane);
+    this.publish?.(lane ? `queued:${lane}` : 'queued');
+  }
+  /** Webhook deliveries were queued (are due now); call after their transaction has committed. */
+  deliveries(): void {
+    this.emit('deliveries');
+    this.publish?.('deliveries');
   }
   /** A task finished; call after its transaction has committed. */
   finished(taskId: string): void {
@@ -40,7 +53,9 @@ export class QueueEvents extends EventEmitter {
   }
   /** A message from another process: woken here, not published again. */
   deliver(message: QueueMessage): void {
-    if (message === 'queued') this.emit('queued');
+    if (message === 'queued') this.emit('queued', undefined);
+    else if (message.startsWith('queued:')) this.emit('queued', message.slice('queued:'.length));
+    else if (message === 'deliveries') this.emit('deliveries');
     else if (message.startsWith('changed:')) this.emit(message);
     else if (message.startsWith('finished:')) {
       this.emit(message);

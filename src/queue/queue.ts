@@ -1,21 +1,26 @@
 // The task table is the queue: claim with a lease, renew it by heartbeat, complete only while
 // holding it, put lapsed leases back, retry transient faults with capped exponential backoff.
-import { sql, type Selectable } from 'kysely';
+import { sql, type ExpressionBuilder, type Selectable } from 'kysely';
 import type { Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
-import { ACTIVE_STATUSES, type TaskLane, type TasksTable } from '../db/schema.js';
+import { ACTIVE_STATUSES, type DB, type TaskLane, type TasksTable } from '../db/schema.js';
 import { lockAccount, refundTask } from '../accounts/quota.js';
 import type { QueueEvents } from './events.js';
 
 export type TaskRow = Selectable<TasksTable>;
 
+/** A claimed task, with its account's plan and storage used as the claim found them (the run's limits). */
+export type ClaimedTask = TaskRow & { account: { plan: string; storageUsed: number } | undefined };
+
 /**
  * Called inside the transaction that ends `taskIds` (tasks of `accountId` that have just
  * completed or failed): the tasks module queues their webhook events there, so an event is
- * committed with the end it reports. Passed in, as `recordOutputs` is, so that the queue knows
- * nothing of tasks' views or webhooks.
+ * committed with the end it reports, and answers how many deliveries it queued (after the
+ * commit, `events.deliveries()` wakes the deliverers, only then). `webhooksVersion` is the
+ * account's, read earlier in the transaction (it spares reading the endpoints again). Passed in,
+ * as `recordOutputs` is, so that the queue knows nothing of tasks' views or webhooks.
  */
-export type TasksEnded = (tx: Tx, accountId: string, taskIds: readonly string[], now: number) => Promise<void>;
+export type TasksEnded = (tx: Tx, accountId: string, taskIds: readonly string[], now: number, webhooksVersion?: number) => Promise<number>;
 
 export interface TaskFailure {
   code: string;
@@ -61,6 +66,16 @@ const REFUNDED_FAILURES = new Set(['INTERNAL_ERROR', 'STORAGE_LIMIT_EXCEEDED', '
 /** A task put back in the queue (a retry, a release, a lapsed lease): no lease, runnable at `runAt`. */
 const backInQueue = (runAt: number) => ({ status: 'queued' as const, lease_owner: null, lease_expires_at: null, progress: 0, run_at: runAt });
 
+/** The account's `webhooks_version`, read with a task's row by the statement that checks its lease. */
+const webhooksVersion = (eb: ExpressionBuilder<DB, 'tasks'>) =>
+  eb.selectFrom('accounts').select('accounts.webhooks_version').whereRef('accounts.id', '=', 'tasks.account_id').as('webhooks_version');
+
+/** The task's account's plan and storage used, read by the claim's statement. */
+const accountOfTask = (eb: ExpressionBuilder<DB, 'tasks'>) => [
+  eb.selectFrom('accounts').select('accounts.plan').whereRef('accounts.id', '=', 'tasks.account_id').as('account_plan'),
+  eb.selectFrom('accounts').select('accounts.storage_used').whereRef('accounts.id', '=', 'tasks.account_id').as('account_storage_used'),
+];
+
 export const backoffMs = (attempts: number): number => Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.max(0, attempts - 1));
 
 export class TaskQueue {
@@ -79,7 +94,16 @@ export class TaskQueue {
    * the oldest task.
    */
   async claim(workerId: string, limit: number, leaseMs: number, lane: TaskLane = 'image'): Promise<TaskRow[]> {
-    if (limit <= 0) return [];
+    return (await this.claimSome(workerId, limit, leaseMs, lane)).tasks;
+  }
+
+  /**
+   * `claim`, and whether runnable tasks of the lane are left after it (`more`; it may say so of
+   * tasks another worker is taking at the same moment, never the other way): a worker pool
+   * claims again when a slot frees only then, or when it is woken.
+   */
+  async claimSome(workerId: string, limit: number, leaseMs: number, lane: TaskLane = 'image'): Promise<{ tasks: ClaimedTask[]; more: boolean }> {
+    if (limit <= 0) return { tasks: [], more: false };
     const now = this.clock.now();
     const { db, skipLocked } = this.database;
     const runnable = db
@@ -102,6 +126,11 @@ export class TaskQueue {
       attempts: sql<number>`attempts + 1`,
       started_at: sql<number>`COALESCE(started_at, ${now})`,
     };
+    // Runnable tasks of the lane (up to one past the claim's), counted in the claim's statement.
+    const waiting =
+      sql<number>`(SELECT count(*) FROM (SELECT 1 FROM tasks AS w WHERE w.status = 'queued' AND w.lane = ${lane} AND w.run_at <= ${now} LIMIT ${limit + 1}) AS waiting)`.as(
+        'waiting',
+      );
     const claimed = skipLocked
       ? // PostgreSQL: pick the rows once, in a materialized CTE (as graphile-worker does). As a
         // plain `IN (subquery)` the locking subquery may be re-run during the update and, skipping
@@ -117,13 +146,31 @@ export class TaskQueue {
           .whereRef('tasks.id', '=', 'picked.id')
           .where('tasks.status', '=', 'queued')
           .returningAll('tasks')
+          .returning(waiting)
+          .returning(accountOfTask)
           .execute()
-      : await db.updateTable('tasks').set(lease).where('id', 'in', runnable).where('status', '=', 'queued').returningAll().execute();
-    const accounts = [...new Set(claimed.map((t) => t.account_id))];
+      : await db
+          .updateTable('tasks')
+          .set(lease)
+          .where('id', 'in', runnable)
+          .where('status', '=', 'queued')
+          .returningAll()
+          .returning(waiting)
+          .returning(accountOfTask)
+          .execute();
+    // PostgreSQL's RETURNING sees the table as the statement found it (the claimed tasks still
+    // queued); SQLite's, as each row is updated, so its smallest count is what is left after.
+    const counts = claimed.map((row) => Number(row.waiting));
+    const more = claimed.length > 0 && (skipLocked ? Math.max(...counts) > claimed.length : Math.min(...counts) > 0);
+    const tasks: ClaimedTask[] = claimed.map(({ waiting: _waiting, account_plan, account_storage_used, ...task }) => ({
+      ...task,
+      account: account_plan === null ? undefined : { plan: account_plan, storageUsed: Number(account_storage_used ?? 0) },
+    }));
+    const accounts = [...new Set(tasks.map((t) => t.account_id))];
     // One account at a time, each its own statement: a claim never holds one account's row while
     // it waits for another's.
     for (const accountId of accounts) await this.markServed(accountId, lane, now);
-    return claimed;
+    return { tasks, more };
   }
 
   /** Stamps the account served now in `lane`: the next claims there go first to the others. */
@@ -160,22 +207,9 @@ export class TaskQueue {
     const outcome = await this.database.transaction(async (tx) => {
       // The lock order of quota.ts: the account, then the task (then the new output files).
       await lockAccount(this.database, tx, task.account_id);
-      // Locked by the read that tells whether it is still this worker's (no lock needed otherwise).
+      // Completed in one statement with the check that the lease is still this worker's (which
+      // locks the task's row); outputs refused below turn it into a failure in this transaction.
       const held = await tx
-        .selectFrom('tasks')
-        .select('charged')
-        .where('id', '=', task.id)
-        .where('lease_owner', '=', workerId)
-        .where('status', '=', 'processing')
-        .$if(this.database.rowLocks, (qb) => qb.forNoKeyUpdate())
-        .executeTakeFirst();
-      if (!held) return 'lost' as const;
-      const refused = await completion.recordOutputs(tx, now);
-      if (refused) {
-        await this.markFailed(tx, task.id, task.account_id, task.created_at, held.charged === 1, refused, now);
-        return 'failed' as const;
-      }
-      await tx
         .updateTable('tasks')
         .set({
           status: 'completed',
@@ -191,12 +225,31 @@ export class TaskQueue {
           completed_at: now,
         })
         .where('id', '=', task.id)
-        .execute();
-      await this.tasksEnded(tx, task.account_id, [task.id], now);
-      return 'completed' as const;
+        .where('lease_owner', '=', workerId)
+        .where('status', '=', 'processing')
+        .returning((eb) => ['charged', webhooksVersion(eb)])
+        .executeTakeFirst();
+      if (!held) return { outcome: 'lost' as const, deliveries: 0 };
+      const refused = await completion.recordOutputs(tx, now);
+      if (refused) {
+        const deliveries = await this.markFailed(
+          tx,
+          task.id,
+          task.account_id,
+          task.created_at,
+          held.charged === 1,
+          refused,
+          now,
+          held.webhooks_version,
+        );
+        return { outcome: 'failed' as const, deliveries };
+      }
+      const deliveries = await this.tasksEnded(tx, task.account_id, [task.id], now, held.webhooks_version ?? undefined);
+      return { outcome: 'completed' as const, deliveries };
     });
-    if (outcome !== 'lost') this.events.finished(task.id);
-    return outcome === 'completed';
+    if (outcome.outcome !== 'lost') this.events.finished(task.id);
+    if (outcome.deliveries) this.events.deliveries();
+    return outcome.outcome === 'completed';
   }
 
   /**
@@ -208,14 +261,14 @@ export class TaskQueue {
     const outcome = await this.database.transaction(async (tx) => {
       const current = await tx
         .selectFrom('tasks')
-        .select(['attempts', 'max_attempts', 'charged'])
+        .select((eb) => ['attempts', 'max_attempts', 'charged', webhooksVersion(eb)])
         .where('id', '=', task.id)
         .where('lease_owner', '=', workerId)
         .where('status', '=', 'processing')
         // Lock the row (PostgreSQL) so a cancel or reap committing meanwhile is not overwritten.
         .$if(this.database.skipLocked, (qb) => qb.forUpdate())
         .executeTakeFirst();
-      if (!current) return 'lost' as const;
+      if (!current) return { outcome: 'lost' as const, deliveries: 0 };
       if (failure.transient && current.attempts < current.max_attempts) {
         await tx
           .updateTable('tasks')
@@ -227,14 +280,24 @@ export class TaskQueue {
           })
           .where('id', '=', task.id)
           .execute();
-        return 'retrying' as const;
+        return { outcome: 'retrying' as const, deliveries: 0 };
       }
-      await this.markFailed(tx, task.id, task.account_id, task.created_at, current.charged === 1, failure, now);
-      return 'failed' as const;
+      const deliveries = await this.markFailed(
+        tx,
+        task.id,
+        task.account_id,
+        task.created_at,
+        current.charged === 1,
+        failure,
+        now,
+        current.webhooks_version,
+      );
+      return { outcome: 'failed' as const, deliveries };
     });
-    if (outcome === 'failed') this.events.finished(task.id);
-    if (outcome === 'retrying') setTimeout(() => this.events.queued(), backoffMs(task.attempts)).unref();
-    return outcome;
+    if (outcome.outcome === 'failed') this.events.finished(task.id);
+    if (outcome.deliveries) this.events.deliveries();
+    if (outcome.outcome === 'retrying') setTimeout(() => this.events.queued(task.lane), backoffMs(task.attempts)).unref();
+    return outcome.outcome;
   }
 
   private async markFailed(
@@ -245,12 +308,17 @@ export class TaskQueue {
     charged: boolean,
     failure: Pick<TaskFailure, 'code' | 'message' | 'details'>,
     now: number,
-  ): Promise<void> {
+    webhooksVersion?: number | null,
+  ): Promise<number> {
     const refund = charged && REFUNDED_FAILURES.has(failure.code);
     await tx
       .updateTable('tasks')
       .set({
         status: 'failed',
+        // No outputs (a completion whose outputs were refused had set them).
+        output_file_id: null,
+        output_file_ids: null,
+        result: null,
         error_code: failure.code,
         error_message: failure.message,
         error_details: failure.details ? JSON.stringify(failure.details) : null,
@@ -263,7 +331,7 @@ export class TaskQueue {
       .execute();
     if (refund) await refundTask(tx, accountId, createdAt);
     // Its webhook events, in the transaction that fails it.
-    await this.tasksEnded(tx, accountId, [taskId], now);
+    return this.tasksEnded(tx, accountId, [taskId], now, webhooksVersion ?? undefined);
   }
 
   /**
@@ -282,7 +350,7 @@ export class TaskQueue {
       .where('status', '=', 'processing')
       .executeTakeFirst();
     const released = Number(result.numUpdatedRows) === 1;
-    if (released) this.events.queued();
+    if (released) this.events.queued(task.lane);
     return released;
   }
 
@@ -314,7 +382,7 @@ export class TaskQueue {
           .where('lease_expires_at', '<', now)
           .$if(this.database.skipLocked, (qb) => qb.forUpdate().skipLocked())
           .executeTakeFirst();
-        if (!still) return 'skipped';
+        if (!still) return { outcome: 'skipped' as const, deliveries: 0 };
         const lostLeases = task.lost_leases + 1;
         if (lostLeases >= MAX_LOST_LEASES || task.attempts >= task.max_attempts) {
           const failure = {
@@ -322,21 +390,22 @@ export class TaskQueue {
             message: `The task's worker stopped responding ${lostLeases === 1 ? 'once' : `${lostLeases} times`} while running it; it is not retried`,
           };
           await tx.updateTable('tasks').set({ lost_leases: lostLeases }).where('id', '=', task.id).execute();
-          await this.markFailed(tx, task.id, task.account_id, task.created_at, task.charged === 1, failure, now);
-          return 'failed';
+          const deliveries = await this.markFailed(tx, task.id, task.account_id, task.created_at, task.charged === 1, failure, now);
+          return { outcome: 'failed' as const, deliveries };
         }
         await tx
           .updateTable('tasks')
           .set({ ...backInQueue(now), lost_leases: lostLeases })
           .where('id', '=', task.id)
           .execute();
-        return 'requeued';
+        return { outcome: 'requeued' as const, deliveries: 0 };
       });
-      if (outcome === 'requeued') requeued++;
-      if (outcome === 'failed') {
+      if (outcome.outcome === 'requeued') requeued++;
+      if (outcome.outcome === 'failed') {
         failed++;
         this.events.finished(task.id);
       }
+      if (outcome.deliveries) this.events.deliveries();
     }
     if (requeued) this.events.queued();
     return { requeued, failed };

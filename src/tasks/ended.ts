@@ -9,12 +9,22 @@ import { batchToApi, taskToApi } from './view.js';
 /**
  * Queues `task.<status>` for each of `taskIds` (tasks of `accountId` that have just ended) and
  * `batch.completed` for each batch whose last unfinished task is among them, for the account's
- * endpoints that listen to them. Costs one indexed read when the account has no endpoint.
+ * endpoints that listen to them; returns how many deliveries it queued (the deliverer is woken
+ * only then). Costs one indexed read when the account has no endpoint, and none when the caller
+ * read the account's `webhooks_version` in this transaction and this process knows the
+ * endpoints of that version.
  */
-export async function recordTasksEnded(database: Database, tx: Tx, accountId: string, taskIds: readonly string[], now: number): Promise<void> {
-  if (!taskIds.length) return;
-  const subscriptions = await subscriptionsOf(tx, accountId);
-  if (!subscriptions.length) return;
+export async function recordTasksEnded(
+  database: Database,
+  tx: Tx,
+  accountId: string,
+  taskIds: readonly string[],
+  now: number,
+  webhooksVersion?: number,
+): Promise<number> {
+  if (!taskIds.length) return 0;
+  const subscriptions = await subscriptionsOf(database, tx, accountId, webhooksVersion);
+  if (!subscriptions.length) return 0;
   const wanted = new Set(subscriptions.flatMap((s) => s.events));
   const tasks = await tx
     .selectFrom('tasks')
@@ -41,5 +51,5 @@ export async function recordTasksEnded(database: Database, tx: Tx, accountId: st
       if (members.every((t) => isFinished(t.status))) events.push({ type: 'batch.completed', data: { batch: batchToApi(batch, members) } });
     }
   }
-  await enqueueEvents(tx, accountId, subscriptions, events, now);
+  return enqueueEvents(tx, accountId, subscriptions, events, now);
 }

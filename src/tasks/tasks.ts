@@ -2,7 +2,7 @@
 import type { Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
-import { ACTIVE_STATUSES, isFinished, type TasksTable } from '../db/schema.js';
+import { ACTIVE_STATUSES, isFinished, type TaskLane, type TasksTable } from '../db/schema.js';
 import { AppError, TaskError, notFound } from '../errors.js';
 import { isAnimation } from '../imaging/formats.js';
 import { checkOutputSize, checkSource, outputFrames } from '../imaging/limits.js';
@@ -90,6 +90,15 @@ function failsAtOnce(op: AnyOperation, options: Record<string, unknown>, file: F
   }
 }
 
+/** The lane a task of `op` with these options runs in (`options` without its input ids). */
+const laneOf = (op: AnyOperation, options: Record<string, unknown>): TaskLane => op.lane?.(options) ?? 'image';
+
+/** The lane the tasks a queueing request's body asks for run in: the workers to wake. */
+export function laneOfRequest(op: AnyOperation, body: Record<string, unknown>): TaskLane {
+  const { fileId: _fileId, fileIds: _fileIds, ...options } = body;
+  return laneOf(op, options);
+}
+
 function taskRow(
   submitter: Submitter,
   op: AnyOperation,
@@ -107,7 +116,7 @@ function taskRow(
     type: op.kind,
     status: failure ? 'failed' : 'queued',
     priority: submitter.limits.priority,
-    lane: op.lane?.(options) ?? 'image',
+    lane: laneOf(op, options),
     input: JSON.stringify(input),
     options: JSON.stringify(options),
     output_file_id: null,

@@ -10,7 +10,7 @@ import type { Database, Tx } from '../db/database.js';
 import type { WebhookDeliveriesTable, WebhooksTable } from '../db/schema.js';
 import { AppError, notFound } from '../errors.js';
 import { newId } from '../ids.js';
-import { lockAccount } from '../accounts/quota.js';
+import { markWebhooksChanged } from '../accounts/accounts.js';
 import { olderThan, pageOf } from '../db/pagination.js';
 
 export type WebhookRow = Selectable<WebhooksTable>;
@@ -89,13 +89,9 @@ function deliveryToApi(row: DeliveryRow) {
  * checked by the caller (it resolves names, which a transaction must not wait on). At most
  * MAX_WEBHOOKS_PER_ACCOUNT, counted under the account's lock.
  */
-export async function createWebhook(
-  database: Database,
-  tx: Tx,
-  input: { accountId: string; url: string; events: readonly string[]; description?: string },
-  now: number,
-) {
-  await lockAccount(database, tx, input.accountId);
+export async function createWebhook(tx: Tx, input: { accountId: string; url: string; events: readonly string[]; description?: string }, now: number) {
+  // Locks the account's row too: the count below stays true until the commit.
+  await markWebhooksChanged(tx, input.accountId);
   const { n } = await tx
     .selectFrom('webhooks')
     .select((eb) => eb.fn.countAll<number>().as('n'))
@@ -142,6 +138,8 @@ export async function getWebhook(database: Database | Tx, accountId: string, web
 /** Deletes the endpoint and its deliveries: what is pending is not sent. */
 export async function deleteWebhook(database: Database, accountId: string, webhookId: string): Promise<void> {
   await database.transaction(async (tx) => {
+    // The account's row first (the lock order of src/accounts/quota.ts).
+    await markWebhooksChanged(tx, accountId);
     await getWebhook(tx, accountId, webhookId);
     await tx.deleteFrom('webhook_deliveries').where('webhook_id', '=', webhookId).execute();
     await tx.deleteFrom('webhooks').where('id', '=', webhookId).execute();
@@ -155,10 +153,35 @@ export interface Subscription {
   events: string[];
 }
 
-/** The account's endpoints and what each listens to (one indexed read; none on most accounts). */
-export async function subscriptionsOf(tx: Tx, accountId: string): Promise<Subscription[]> {
+/** Accounts whose endpoints a process keeps (the most recently used). */
+const SUBSCRIPTIONS_CACHED = 10_000;
+/** Per database handle (each test server opens its own): account → its endpoints as of a version. */
+const cachedSubscriptions = new WeakMap<Database, Map<string, { version: number; subscriptions: Subscription[] }>>();
+
+/**
+ * The account's endpoints and what each listens to (one indexed read; none on most accounts).
+ * With `version`, the account's `webhooks_version` read earlier in the same transaction, a copy
+ * kept from a read at that version answers instead: the endpoints change only with the version,
+ * so the copy is what the read would return.
+ */
+export async function subscriptionsOf(database: Database, tx: Tx, accountId: string, version?: number): Promise<Subscription[]> {
+  let cache = cachedSubscriptions.get(database);
+  if (!cache) cachedSubscriptions.set(database, (cache = new Map()));
+  const cached = cache.get(accountId);
+  if (version !== undefined && cached?.version === version) {
+    // Most recently used last: Map keeps insertion order.
+    cache.delete(accountId);
+    cache.set(accountId, cached);
+    return cached.subscriptions;
+  }
   const rows = await tx.selectFrom('webhooks').select(['id', 'events']).where('account_id', '=', accountId).execute();
-  return rows.map((row) => ({ id: row.id, events: JSON.parse(row.events) as string[] }));
+  const subscriptions = rows.map((row) => ({ id: row.id, events: JSON.parse(row.events) as string[] }));
+  if (version !== undefined) {
+    cache.delete(accountId);
+    cache.set(accountId, { version, subscriptions });
+    if (cache.size > SUBSCRIPTIONS_CACHED) cache.delete(cache.keys().next().value!);
+  }
+  return subscriptions;
 }
 
 export interface WebhookEvent {

@@ -1,8 +1,15 @@
 // A pool of slots that knows two functions, as pg-boss's worker does: `fetch` claims at most as
 // many items as there are free slots, `onFetch` runs one. The pool owns only the loop: claim
-// while slots are free, sleep until woken (new work, a slot freed) or the poll interval ends,
-// and at stop, no new claims, running items finish until the deadline and the rest are aborted.
-// What an item is, how it runs and where its results go, it does not know.
+// while slots are free and there may be work, sleep until woken (new work, or a slot freed while
+// work may be waiting) or the poll interval ends, and at stop, no new claims, running items
+// finish until the deadline and the rest are aborted. What an item is, how it runs and where its
+// results go, it does not know.
+//
+// "There may be work" is known without asking: a claim says whether it left work behind, and
+// whatever is queued after it wakes the pool (`wake`). So a freed slot claims again only after
+// a claim that left work or a wake-up that found every slot busy, and a wake-up
+// that arrives during a claim is kept for the next turn of the loop instead of being lost. The
+// poll interval is the safety net (a missed wake-up, work that became due by the clock).
 
 /** The abort reason of an item still running when stop's deadline passed. */
 export class Released extends Error {
@@ -15,8 +22,11 @@ export interface PoolOptions<T> {
   concurrency: number;
   /** How long to sleep when nothing was claimed or no slot is free, unless woken sooner. */
   pollIntervalMs: number;
-  /** Claims at most `free` items; none when there is nothing to do. */
-  fetch(free: number): Promise<T[]>;
+  /**
+   * Claims at most `free` items (none when there is nothing to do), and says whether more may be
+   * waiting after them (when it cannot tell: whether it filled every slot).
+   */
+  fetch(free: number): Promise<{ items: T[]; more: boolean }>;
   /** Runs one claimed item. `signal` aborts, with `Released`, when stop's deadline passes. */
   onFetch(item: T, signal: AbortSignal): Promise<void>;
   /** A claim (no item) or a run that threw; the pool goes on. */
@@ -28,6 +38,8 @@ export class Pool<T> {
   private readonly active = new Set<AbortController>();
   private wakeUp: (() => void) | undefined;
   private loopDone: Promise<void> | undefined;
+  /** Work may be waiting: set by a wake-up, a full claim or the poll interval; a claim clears it. */
+  private mayHaveWork = true;
 
   constructor(private readonly options: PoolOptions<T>) {}
 
@@ -42,8 +54,9 @@ export class Pool<T> {
     this.loopDone = this.loop();
   }
 
-  /** Claims again at once instead of at the end of the poll interval. */
+  /** Claims again at once (or as soon as a slot is free) instead of at the end of the poll interval. */
   wake(): void {
+    this.mayHaveWork = true;
     this.wakeUp?.();
   }
 
@@ -63,18 +76,25 @@ export class Pool<T> {
     const { concurrency, pollIntervalMs } = this.options;
     while (this.running) {
       const free = concurrency - this.active.size;
-      let claimed: T[] = [];
-      if (free > 0) {
+      if (free > 0 && this.mayHaveWork) {
+        this.mayHaveWork = false;
         try {
-          claimed = await this.options.fetch(free);
+          const { items, more } = await this.options.fetch(free);
+          for (const item of items) this.launch(item);
+          // Work left behind waits for the next free slot.
+          if (more) this.mayHaveWork = true;
         } catch (err) {
           this.options.onError(err);
         }
       }
-      for (const item of claimed) this.launch(item);
-      if (claimed.length === 0 || this.active.size >= concurrency) {
+      if (!this.running) break;
+      if (!this.mayHaveWork || this.active.size >= concurrency) {
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, pollIntervalMs);
+          const timer = setTimeout(() => {
+            this.wakeUp = undefined;
+            this.mayHaveWork = true;
+            resolve();
+          }, pollIntervalMs);
           this.wakeUp = () => {
             clearTimeout(timer);
             this.wakeUp = undefined;
@@ -93,7 +113,8 @@ export class Pool<T> {
       .catch((err) => this.options.onError(err, item))
       .finally(() => {
         this.active.delete(controller);
-        this.wake();
+        // A free slot matters only when work may be waiting for it.
+        if (this.mayHaveWork) this.wakeUp?.();
       });
   }
 }

@@ -18,7 +18,7 @@ import type { FileRecord, StoredOutput } from '../files/files.js';
 import type { Metrics } from '../metrics.js';
 import { getOperation } from '../operations/registry.js';
 import type { InputFile, OperationResult } from '../operations/types.js';
-import type { TaskQueue, TaskRow } from '../queue/queue.js';
+import type { ClaimedTask, TaskQueue, TaskRow } from '../queue/queue.js';
 import type { ObjectStorage } from '../storage/storage.js';
 import { taskInputFiles } from '../tasks/tasks.js';
 import { ownedTempPrefix } from '../temp-files.js';
@@ -52,7 +52,7 @@ export class TaskRunner {
   ) {}
 
   /** Runs the task and reports its outcome; `stop` aborts it (with `Released`) at shutdown. */
-  async run(task: TaskRow, stop: AbortSignal): Promise<void> {
+  async run(task: TaskRow & Partial<Pick<ClaimedTask, 'account'>>, stop: AbortSignal): Promise<void> {
     const { config, queue, logger, metrics, outputs } = this.deps;
     const started = Date.now();
     const timeLimitMs = this.timeLimitMs(task.type, task.options);
@@ -81,7 +81,9 @@ export class TaskRunner {
     );
     let outcome = 'completed';
     try {
-      const { limits, storageUsed } = await this.currentAccount(task.account_id);
+      const { limits, storageUsed } = task.account
+        ? { limits: limitsOf(this.deps.plans, task.account.plan), storageUsed: task.account.storageUsed }
+        : await this.currentAccount(task.account_id);
       const result = await abortable(this.execute(task, limits, { signal, deadline, tmpDir, progress: (p) => (progress = p) }), signal);
       const stored = await outputs.store(task, result.outputs, limits, storageUsed);
       const completed = await queue.complete({

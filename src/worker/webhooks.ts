@@ -39,7 +39,10 @@ export class WebhookDeliverer {
     this.pool = new Pool<ClaimedDelivery>({
       concurrency,
       pollIntervalMs: config.pollIntervalMs,
-      fetch: (free) => claimDeliveries(database, clock.now(), workerId, free, this.leaseMs),
+      fetch: async (free) => {
+        const items = await claimDeliveries(database, clock.now(), workerId, free, this.leaseMs);
+        return { items, more: items.length >= free };
+      },
       onFetch: (claimed, signal) => this.deliver(claimed, signal),
       onError: (err, claimed) =>
         claimed

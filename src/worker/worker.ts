@@ -14,7 +14,7 @@ import { createDocumentTools, type DocumentTools } from '../programs/tools.js';
 import { newId } from '../ids.js';
 import type { PlanTable } from '../accounts/plans.js';
 import type { Metrics } from '../metrics.js';
-import type { TaskQueue, TaskRow } from '../queue/queue.js';
+import type { ClaimedTask, TaskQueue } from '../queue/queue.js';
 import type { ObjectStorage } from '../storage/storage.js';
 import { OutputStore } from './outputs.js';
 import { Pool } from './pool.js';
@@ -39,14 +39,17 @@ export class WorkerPool {
   /** LibreOffice (its pool caps conversions across this pool's tasks) and poppler. */
   readonly documents: DocumentTools;
   /** One pool per lane, each with its own slots. */
-  private readonly pools: Pool<TaskRow>[];
+  private readonly pools: { lane: TaskLane; pool: Pool<ClaimedTask> }[];
   /** Webhook deliveries, in slots of their own (WEBHOOK_CONCURRENCY). */
   readonly webhooks: WebhookDeliverer;
   private started = false;
   private reaper: NodeJS.Timeout | undefined;
-  private readonly onQueued = () => this.pools.forEach((pool) => pool.wake());
-  /** A task ended (here, or elsewhere on PostgreSQL): its webhook events are due now. */
-  private readonly onFinished = () => this.webhooks.wake();
+  /** Tasks were queued in `lane` (in any, when not said): that lane's pool looks. */
+  private readonly onQueued = (lane?: string) => {
+    for (const p of this.pools) if (lane === undefined || p.lane === lane) p.pool.wake();
+  };
+  /** Webhook deliveries were queued (here, or elsewhere on PostgreSQL): they are due now. */
+  private readonly onDeliveries = () => this.webhooks.wake();
 
   constructor(
     private readonly deps: WorkerDeps,
@@ -64,15 +67,21 @@ export class WorkerPool {
     );
     const runner = new TaskRunner({ ...deps, documents: this.documents, outputs: new OutputStore(deps) }, this.id);
     const lanePool = (lane: TaskLane, slots: number) =>
-      new Pool<TaskRow>({
+      new Pool<ClaimedTask>({
         concurrency: slots,
         pollIntervalMs: config.pollIntervalMs,
-        fetch: (free) => queue.claim(this.id, free, config.leaseMs, lane),
+        fetch: async (free) => {
+          const { tasks, more } = await queue.claimSome(this.id, free, config.leaseMs, lane);
+          return { items: tasks, more };
+        },
         onFetch: (task, signal) => runner.run(task, signal),
         onError: (err, task) =>
           task ? logger.error({ err, taskId: task.id }, 'task bookkeeping failed') : logger.error({ err, lane }, 'claim failed'),
       });
-    this.pools = [lanePool('image', concurrency), lanePool('ai', this.aiConcurrency)];
+    this.pools = [
+      { lane: 'image', pool: lanePool('image', concurrency) },
+      { lane: 'ai', pool: lanePool('ai', this.aiConcurrency) },
+    ];
     this.webhooks = new WebhookDeliverer(deps, this.id, config.webhookConcurrency);
   }
 
@@ -81,14 +90,14 @@ export class WorkerPool {
     this.started = true;
     const { config, queue, logger } = this.deps;
     queue.events.on('queued', this.onQueued);
-    queue.events.on('finished', this.onFinished);
+    queue.events.on('deliveries', this.onDeliveries);
     this.reaper = setInterval(
       () => {
         queue.reapExpiredLeases().catch((err) => logger.error({ err }, 'lease reaper failed'));
       },
       Math.max(500, Math.floor(config.leaseMs / 2)),
     );
-    for (const pool of this.pools) pool.start();
+    for (const { pool } of this.pools) pool.start();
     this.webhooks.start();
   }
 
@@ -101,14 +110,14 @@ export class WorkerPool {
     this.started = false;
     clearInterval(this.reaper);
     this.deps.queue.events.off('queued', this.onQueued);
-    this.deps.queue.events.off('finished', this.onFinished);
-    await Promise.all([...this.pools.map((pool) => pool.stop(deadlineMs)), this.webhooks.stop(deadlineMs)]);
+    this.deps.queue.events.off('deliveries', this.onDeliveries);
+    await Promise.all([...this.pools.map(({ pool }) => pool.stop(deadlineMs)), this.webhooks.stop(deadlineMs)]);
     // The warm converters go with the worker that owned them, not only with the process.
     await this.documents.libreoffice.close();
   }
 
   /** Tasks running now, in every lane. */
   get busy(): number {
-    return this.pools.reduce((n, pool) => n + pool.busy, 0);
+    return this.pools.reduce((n, { pool }) => n + pool.busy, 0);
   }
 }

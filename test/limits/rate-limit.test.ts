@@ -130,6 +130,38 @@ for (const dialect of DIALECTS) {
       }
     });
 
+    it('a process alone on a key reserves ahead for the window (a few writes a second); one that joins shares from the next window on', async () => {
+      const clock = new StillClock(1_800_000_500_000);
+      const [alone, joining] = [new RateLimiter(server.services.database, clock), new RateLimiter(server.services.database, clock)];
+      const limit = 100;
+      // 60 requests a second, one at a time, through one process: all admitted. The first window
+      // tells it it is alone; from the next on it reserves ahead.
+      assert.deepEqual(await hammer([alone], 'key:alone', limit, 60, undefined, 1), [60]);
+      clock.ms += SECOND;
+      const before = alone.reservations;
+      for (let window = 0; window < 3; window++) {
+        assert.deepEqual(await hammer([alone], 'key:alone', limit, 60, undefined, 1), [60]);
+        clock.ms += SECOND;
+      }
+      const writes = alone.reservations - before;
+      assert.ok(writes <= 6, `${writes} reservations for 180 requests in 3 windows`);
+      // Another process starts on the key: never more than the limit in a window; from the next
+      // window on, both admit, and together the limit within 10 %.
+      for (let window = 0; window < 3; window++) {
+        const admitted = await hammer([alone, joining], 'key:alone', limit, 300);
+        const total = admitted[0]! + admitted[1]!;
+        assert.ok(total <= limit, `window ${window}: ${total} admitted, limit ${limit}`);
+        if (window > 0) {
+          assert.ok(total >= limit * 0.9, `window ${window}: only ${total} admitted of ${limit}`);
+          assert.ok(
+            admitted.every((a) => a > 0),
+            `window ${window}: both processes admit (${admitted.join(', ')})`,
+          );
+        }
+        clock.ms += SECOND;
+      }
+    });
+
     it('sporadic requests are never refused below the limit', async () => {
       const clock = new StillClock(1_800_000_300_000);
       const limiters = [new RateLimiter(server.services.database, clock), new RateLimiter(server.services.database, clock)];

@@ -79,12 +79,14 @@ for (const dialect of DIALECTS) {
           const claimed: string[] = [];
           claimedBy.push(claimed);
           const queue: TaskQueue = services.queue;
-          const claim = queue.claim.bind(queue);
-          queue.claim = async (...args) => {
-            const rows = await claim(...args);
+          // The worker pools claim through claimSome (claim and whether more are left).
+          const claimSome = queue.claimSome.bind(queue);
+          queue.claimSome = async (...args) => {
+            const result = await claimSome(...args);
+            const rows = result.tasks;
             if (rows.length > args[1]) overClaims.push(`claimed ${rows.length} tasks with ${args[1]} free slot(s)`);
             for (const row of rows) claimed.push(row.id);
-            return rows;
+            return result;
           };
           pools.push(new WorkerPool({ ...services, logger }, 1));
         }

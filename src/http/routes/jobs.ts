@@ -6,7 +6,7 @@ import { canonicalFormat } from '../../imaging/formats.js';
 import { OPERATIONS } from '../../operations/registry.js';
 import { resultNote } from '../../operations/reference.js';
 import type { AnyOperation } from '../../operations/types.js';
-import { submitBatch, submitTask } from '../../tasks/tasks.js';
+import { laneOfRequest, submitBatch, submitTask } from '../../tasks/tasks.js';
 import { withIdempotency } from '../../db/idempotency.js';
 import { fingerprint, readIdempotencyKey } from '../idempotency.js';
 import { API_SECURITY, API_WRITE, IDEMPOTENT, JSON_BODY, apiResponses, documentAs, jsonData, type ApiErrorCode } from '../openapi.js';
@@ -60,7 +60,7 @@ export function jobRoutes(app: FastifyInstance, services: Services): void {
           },
         }),
       );
-      services.events.queued();
+      services.events.queued(laneOfRequest(op, canonical(request.body)));
       const data = (response.body as { data: { taskId?: string; batchId?: string } }).data;
       return reply.code(response.statusCode).header('location', location(data)).send(response.body);
     };

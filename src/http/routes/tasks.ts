@@ -97,6 +97,8 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
     async (request: FastifyRequest<{ Params: { taskId: string } }>) => {
       const task = await cancelTask(database, clock, request.account.id, request.params.taskId);
       events.finished(task.id);
+      // Its webhook events, if the account has endpoints for them, are due now.
+      events.deliveries();
       return { success: true, data: taskToApi(task) };
     },
   );
@@ -231,6 +233,7 @@ export function taskRoutes(app: FastifyInstance, services: Services): void {
       const open = batch.tasks.filter((t) => !isFinished(t.status)).map((t) => t.taskId);
       await cancelTasks(database, clock, request.account.id, open);
       for (const id of open) events.finished(id);
+      if (open.length) events.deliveries();
       return { success: true, data: await getBatch(database, request.account.id, request.params.batchId) };
     },
   );

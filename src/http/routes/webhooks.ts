@@ -100,7 +100,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services): void {
       // Names are resolved before the transaction (which may run more than once and must not wait on DNS).
       await checkDestination(url, config.webhookAllowPrivateNetworks);
       return idempotent(request, reply, 'webhooks', 201, (tx, now) =>
-        createWebhook(database, tx, { accountId: request.account.id, url: url.toString(), events, description }, now),
+        createWebhook(tx, { accountId: request.account.id, url: url.toString(), events, description }, now),
       );
     },
   );

@@ -104,7 +104,7 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     dataDir: config.dataDir,
     renderCacheBytes: () => delivery.cache.totalBytes(),
   });
-  const delivery = new Delivery({ config, clock, database, storage, plans, metrics, events, poppler: previewPoppler(config, sandbox) });
+  const delivery = new Delivery({ config, clock, database, storage, plans, metrics, events, poppler: previewPoppler(config, sandbox), logger });
   return {
     config,
     delivery,
@@ -121,6 +121,8 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     metrics,
     async close() {
       await maintenance.stop();
+      // Delivery renders answered and still being stored need the storage and the database.
+      await delivery.stored();
       await wakeups?.stop();
       storage.close?.();
       await database.close();

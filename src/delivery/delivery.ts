@@ -1,6 +1,6 @@
 // The /r/ route's core: signature → source → cache lookup → (miss) single-flight → quota →
-// slot → render → store. The route (src/http/routes/delivery.ts) only reads the path and
-// writes the answer.
+// slot → render → answer, and the store after it. The route (src/http/routes/delivery.ts) only
+// reads the path and writes the answer.
 //
 // - The signature is checked before anything but the key lookup (cached: signing-keys.ts).
 // - Cache keys hash the account, the source's identity and version (a file's id, which names
@@ -13,6 +13,14 @@
 //   most: the second store replaces the first with the same bytes.
 // - A miss is charged against monthlyRenders before it renders (one conditional UPDATE: exact
 //   under concurrency) and refunded when it fails, whatever the cause: only renders count.
+// - A render is answered as soon as it is encoded; storing it (object, then its row, then
+//   eviction) follows, off the answer's path (the PNG of a 2 MP photo is half a megabyte to
+//   write). Until the store has ended the render stays in `inFlight`, so a request for it
+//   meanwhile — which has found its source live itself — is answered from those bytes, not
+//   rendered again. The store keeps its guarantees: the row is written after the whole object
+//   and only while the source is live, so neither a killed process nor a deletion that ran
+//   before the store leaves an entry. A render that could not be stored was still answered
+//   (and counted).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +31,7 @@ import { limitsOf, type PlanLimits, type PlanTable } from '../accounts/plans.js'
 import { chargeRender, refundRender } from '../accounts/quota.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
+import type { Logger } from 'pino';
 import type { Database } from '../db/database.js';
 import { AppError, TaskError } from '../errors.js';
 import { fileIsLive, getLiveFile } from '../files/files.js';
@@ -37,7 +46,7 @@ import { checkOriginPath, originObject } from './origin-fetch.js';
 import { findOrigin, originExists } from './origins.js';
 import { findPreset } from './presets.js';
 import { mediaTypeOf, render } from './render.js';
-import { RenderCache, type CachedRender } from './render-cache.js';
+import { RenderCache, renderEntry, type CachedRender } from './render-cache.js';
 import { deleteSigningKey, findSigningKey, forgetSigningKeys, knownSigningKey, signatureMatches } from './signing-keys.js';
 import { invalidPair, MAX_RENDER_SIDE, normalise, parsePairs, presetOf, resolveTransform, type Transform } from './transform.js';
 import type { Poppler, RunLimits } from '../programs/poppler.js';
@@ -89,6 +98,7 @@ export interface DeliveryServices {
   events: QueueEvents;
   /** pdfinfo and pdftoppm, in the converter sandbox: a PDF source's page is rasterised before it is rendered. */
   poppler: Poppler;
+  logger: Logger;
 }
 
 /** The width a PDF page is rasterised at when the transform gives neither `w` nor `h` (as previews). */
@@ -99,8 +109,10 @@ export class Delivery {
   private readonly slots: RenderSlots;
   /** Transform texts without a preset, parsed (parseTransform). */
   private readonly parsed = new Map<string, ParsedTransform>();
-  /** Renders in progress in this process, by cache key. */
-  private readonly inFlight = new Map<string, Promise<Made>>();
+  /** Renders of this process not yet stored (rendering, or answered and being stored), by cache key. */
+  private readonly inFlight = new Map<string, InFlight>();
+  /** Stores under way (stored() waits for them). */
+  private readonly storing = new Set<Promise<void>>();
 
   constructor(private readonly services: DeliveryServices) {
     this.cache = new RenderCache(services.database, services.storage, services.config.renderCacheMaxBytes, services.config.renderMemoryCacheBytes);
@@ -175,13 +187,56 @@ export class Delivery {
       const found = await hit(cacheKey);
       if (found) return found;
     }
-    let pending = this.inFlight.get(cacheKey);
-    if (!pending) {
-      pending = this.renderOnce(key.accountId, limits, cacheKey, source, transform, format, presetName).finally(() => this.inFlight.delete(cacheKey));
-      this.inFlight.set(cacheKey, pending);
-    }
-    const made = await pending;
+    const known = this.inFlight.get(cacheKey);
+    // Made already and being stored: no render for this request, a hit.
+    if (known?.made) return { render: known.made.render, body: known.made.data, hit: true, negotiated };
+    const made = await (known?.making ??
+      this.renderAndStore({ accountId: key.accountId, limits, cacheKey, source, transform, format, preset: presetName }));
     return { render: made.render, body: made.data, hit: false, negotiated };
+  }
+
+  /** Resolves when every render answered so far has been stored (or found not to be kept): before the service closes. */
+  async stored(): Promise<void> {
+    while (this.storing.size > 0) await Promise.allSettled([...this.storing]);
+  }
+
+  /** Renders a missing key (renderOnce) and stores it once made, keeping it in `inFlight` until stored; resolves when it is made. */
+  private renderAndStore(miss: Miss): Promise<Made> {
+    const { accountId, cacheKey, source, preset } = miss;
+    const making = this.renderOnce(miss);
+    const entry: InFlight = { making };
+    this.inFlight.set(cacheKey, entry);
+    const stored = making
+      .then(async (made) => {
+        entry.made = made;
+        const now = this.services.clock.now();
+        const kept = await this.cache.store(
+          {
+            key: cacheKey,
+            accountId,
+            source: source.id,
+            preset,
+            contentType: made.render.contentType,
+            etag: made.render.etag,
+            data: made.data,
+            expiresAt: source.expiresAt,
+          },
+          now,
+          source.live(now),
+        );
+        // Deleted while it rendered (its purge may have run before this store): answered, not kept.
+        if (!kept) this.services.logger.debug({ key: cacheKey, source: source.id }, 'a delivery render of a deleted source was not kept');
+      })
+      .catch((err: unknown) => {
+        // Its failure to render was the request's answer; a failure to store only costs a render later.
+        if (entry.made) this.services.logger.warn({ err, key: cacheKey }, 'a delivery render could not be stored');
+      })
+      .finally(() => {
+        this.inFlight.delete(cacheKey);
+        this.storing.delete(stored);
+      });
+    this.storing.add(stored);
+    return making;
   }
 
   /**
@@ -274,16 +329,8 @@ export class Delivery {
     };
   }
 
-  /** One render of a missing key: charged, admitted, rendered within the time limit, stored. */
-  private async renderOnce(
-    accountId: string,
-    limits: PlanLimits,
-    cacheKey: string,
-    source: Source,
-    transform: Transform,
-    format: RenderFormat,
-    preset: string | undefined,
-  ): Promise<Made> {
+  /** One render of a missing key: charged, admitted, rendered within the time limit (not stored: renderAndStore). */
+  private async renderOnce({ accountId, limits, cacheKey, source, transform, format }: Miss): Promise<Made> {
     const { database, clock, config, metrics } = this.services;
     const chargedAt = clock.now();
     await chargeRender(database, accountId, limits, chargedAt);
@@ -296,25 +343,8 @@ export class Delivery {
         () => this.slots.release(),
       );
       metrics.renderDuration.observe((performance.now() - started) / 1000);
-      const storedAt = clock.now();
-      const stored = await this.cache.store(
-        {
-          key: cacheKey,
-          accountId,
-          source: source.id,
-          preset,
-          contentType: mediaTypeOf(made.format),
-          // The key names these exact bytes (source version, transform, format): no hash of the output needed.
-          etag: cacheKey.slice(0, 32),
-          data: made.data,
-          expiresAt: source.expiresAt,
-        },
-        storedAt,
-        source.live(storedAt),
-      );
-      // Deleted while it rendered: not kept (its purge may have run before this store).
-      if (!stored) throw new AppError('NOT_FOUND', 'The source was deleted');
-      return { render: stored, data: made.data };
+      // The key names these exact bytes (source version, transform, format): no hash of the output needed.
+      return { render: renderEntry(cacheKey, mediaTypeOf(made.format), cacheKey.slice(0, 32), made.data.length), data: made.data };
     } catch (err) {
       await refundRender(database, accountId, chargedAt).catch(() => undefined);
       throw asRenderError(err, config.renderTimeoutMs);
@@ -410,6 +440,23 @@ interface ParsedTransform {
 interface Made {
   render: CachedRender;
   data: Buffer;
+}
+
+/** A missing render: whose, of what, how. */
+interface Miss {
+  accountId: string;
+  limits: PlanLimits;
+  cacheKey: string;
+  source: Source;
+  transform: Transform;
+  format: RenderFormat;
+  preset: string | undefined;
+}
+
+/** A render of this process not yet stored: being made, then (`made`) being stored. */
+interface InFlight {
+  making: Promise<Made>;
+  made?: Made;
 }
 
 type RenderFormat = OutputFormat | ((hasAlpha: boolean) => OutputFormat) | undefined;

@@ -46,6 +46,15 @@ export interface CachedRender {
   bytes: number;
 }
 
+/** The entry a render of `key` has once stored (and, answered before its store, already has). */
+export const renderEntry = (key: string, contentType: string, etag: string, bytes: number): CachedRender => ({
+  key,
+  storageKey: `${RENDERS_PREFIX}/${key}`,
+  contentType,
+  etag,
+  bytes,
+});
+
 export interface NewRender {
   key: string;
   accountId: string;
@@ -166,7 +175,8 @@ export class RenderCache {
    * not kept (its purge may have run before this store) and undefined is answered.
    */
   async store(render: NewRender, now: number, live?: RawBuilder<boolean>): Promise<CachedRender | undefined> {
-    const storageKey = `${RENDERS_PREFIX}/${render.key}`;
+    const stored = renderEntry(render.key, render.contentType, render.etag, render.data.length);
+    const { storageKey } = stored;
     await this.storage.put(storageKey, Readable.from([render.data]));
     const values = {
       account_id: render.accountId,
@@ -201,7 +211,6 @@ export class RenderCache {
       return undefined;
     }
     this.knownBytes += render.data.length;
-    const stored = { key: render.key, storageKey, contentType: render.contentType, etag: render.etag, bytes: render.data.length };
     this.remember({ ...stored, expiresAt: render.expiresAt }, render.data);
     if (performance.now() - this.summedAt > RESUM_MS || this.knownBytes > this.maxBytes) await this.evict(render.key);
     return stored;

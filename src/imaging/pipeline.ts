@@ -151,11 +151,14 @@ async function open(job: ImageJob, source: SourceInfo, planned: Size[]): Promise
     animated,
     open:
       decodedFirst ??
-      (await openSource(job.inputPath, job.inputFormat, job.limits.maxPixels, animated, {
-        ffmpeg: job.ffmpeg,
-        signal: job.signal,
-        deadline: job.deadline,
-      })),
+      (await openSource(
+        job.inputPath,
+        job.inputFormat,
+        job.limits.maxPixels,
+        animated,
+        { ffmpeg: job.ffmpeg, signal: job.signal, deadline: job.deadline },
+        source.rawDecoder,
+      )),
   };
 }
 

@@ -33,6 +33,11 @@ export interface SourceInfo {
   loop?: number;
   /** The page libvips reads as the image: a HEIF file's primary item, when it is not the first. */
   page?: number;
+  /**
+   * Set by inspect: this service's decoder that reads the file, or null when another does
+   * (rawDecoderOf); openSource given it does not read the file's head again.
+   */
+  rawDecoder?: RawDecoderName | null;
 }
 
 /** Opens one frame (`page`), or with -1 the whole animation, as a sharp image. */
@@ -48,7 +53,7 @@ export async function inspect(inputPath: string, inputFormat: string, limits: Im
       ? sequenceInfo(sequence, inputFormat)
       : await inspectWithLibvips(inputPath, inputFormat, limits);
   checkSource(info, limits);
-  return info;
+  return { ...info, rawDecoder: decoder ?? null };
 }
 
 /** An AVIF image sequence's header (avif-sequence.ts), or undefined when the AVIF is a still image. */
@@ -137,8 +142,10 @@ export async function openSource(
   maxPixels: number,
   animated = false,
   sequences?: SequenceDecoding,
+  /** The file's rawDecoderOf when known already (SourceInfo.rawDecoder). */
+  knownDecoder?: RawDecoderName | null,
 ): Promise<OpenSource> {
-  const decoder = await rawDecoderOf(inputPath, inputFormat);
+  const decoder = knownDecoder === undefined ? await rawDecoderOf(inputPath, inputFormat) : (knownDecoder ?? undefined);
   if (decoder) {
     // On a thread of its own: these decoders run to the end once started (decode-thread.ts).
     const decoded = await decodeForSharp(inputPath, decoder, maxPixels);

@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { DIALECTS, startServer, type TestServer } from '../helpers.js';
 import { startS3rver, type S3Server } from '../s3rver.js';
+import type { ObjectStorage } from '../../src/storage/storage.js';
 import { fetchDelivery, png, signer, startOrigin, type Origin } from './helpers.js';
 
 /** Noise compresses badly: renders of a predictable size. */
@@ -16,6 +17,29 @@ const noise = (side: number) =>
     .toBuffer();
 
 const STORAGES = ['local', 's3'] as const;
+
+/** Holds the storage's writes of renders until released: `started` once one is waiting. */
+function holdRenderStores(storage: ObjectStorage): { started: Promise<void>; release(): void } {
+  const put = storage.put;
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let started!: () => void;
+  const waiting = new Promise<void>((resolve) => (started = resolve));
+  storage.put = async function (this: ObjectStorage, key, body) {
+    if (key.startsWith('renders/')) {
+      started();
+      await released;
+    }
+    return put.call(this, key, body);
+  };
+  return {
+    started: waiting,
+    release() {
+      storage.put = put;
+      release();
+    },
+  };
+}
 
 for (const storage of STORAGES) {
   for (const dialect of DIALECTS) {
@@ -60,6 +84,8 @@ for (const storage of STORAGES) {
         const url = a.url('w:25', fileId);
         const miss = await fetchDelivery(url);
         assert.equal(miss.headers.get('imgapi-cache'), 'miss');
+        // Answered before it was stored.
+        await server.services.delivery.stored();
         const hit = await fetchDelivery(url);
         assert.equal(hit.headers.get('imgapi-cache'), 'hit');
         assert.deepEqual(hit.body, miss.body);
@@ -72,10 +98,53 @@ for (const storage of STORAGES) {
         assert.equal((await keys('renders')).length, before - 1);
       });
 
+      it('a miss is answered before its render is stored; asked again meanwhile, a hit (one charge); a file deleted before the store leaves no entry', async () => {
+        const a = await signer(server);
+        const { storage, database, delivery } = server.services;
+        const used = async () => (await a.client.get('/api/account')).body.data.usage.monthlyRenders.used as number;
+        const rowsOf = (etag: string) => database.db.selectFrom('render_cache').select('key').where('etag', '=', etag).execute();
+        const objectsOf = async (etag: string) => (await keys('renders')).filter((key) => key.startsWith(etag));
+
+        const kept = await a.client.uploadOk(await png(40, 40), 'kept.png');
+        let held = holdRenderStores(storage);
+        // With the store held, the answer comes (it used to wait for the store).
+        const miss = await fetchDelivery(a.url('w:21', kept));
+        assert.equal(miss.status, 200);
+        assert.equal(miss.headers.get('imgapi-cache'), 'miss');
+        await held.started;
+        const etag = miss.headers.get('etag')!.slice(1, -1);
+        assert.deepEqual(await rowsOf(etag), []);
+        const again = await fetchDelivery(a.url('w:21', kept));
+        assert.equal(again.headers.get('imgapi-cache'), 'hit');
+        assert.deepEqual(again.body, miss.body);
+        assert.equal(await used(), 1);
+        held.release();
+        await delivery.stored();
+        assert.equal((await rowsOf(etag)).length, 1);
+        assert.equal((await objectsOf(etag)).length, 1);
+        assert.equal((await fetchDelivery(a.url('w:21', kept))).headers.get('imgapi-cache'), 'hit');
+
+        // The file is deleted (and its renders purged) after the answer, before the store: nothing is kept.
+        const doomed = await a.client.uploadOk(await png(40, 40), 'doomed.png');
+        held = holdRenderStores(storage);
+        const late = await fetchDelivery(a.url('w:22', doomed));
+        assert.equal(late.status, 200);
+        await held.started;
+        assert.equal((await a.client.request('DELETE', `/api/files/${doomed}`)).status, 204);
+        held.release();
+        await delivery.stored();
+        const lateEtag = late.headers.get('etag')!.slice(1, -1);
+        assert.deepEqual(await rowsOf(lateEtag), []);
+        assert.deepEqual(await objectsOf(lateEtag), []);
+        assert.equal((await fetchDelivery(a.url('w:22', doomed))).status, 404);
+        assert.equal(await used(), 2);
+      });
+
       it('origin objects are kept under origin-objects/ and deleted with their origin', async () => {
         const a = await signer(server);
         assert.equal((await a.client.post('/api/origins', { name: 'cdn', baseUrl: origin.url })).status, 201);
         assert.equal((await fetchDelivery(a.url('w:20', 'o/cdn/ok.png'))).status, 200);
+        await server.services.delivery.stored();
         assert.equal((await fetchDelivery(a.url('w:20', 'o/cdn/ok.png'))).headers.get('imgapi-cache'), 'hit');
         const kept = await (s3 ? s3.listKeys('origin-objects/') : server.services.storage.list!('origin-objects'));
         assert.equal(kept.length, 1);
@@ -97,6 +166,7 @@ for (const storage of STORAGES) {
           made.push({ etag: response.headers.get('etag')!, bytes: response.body.length });
         }
         assert.ok(made.reduce((sum, r) => sum + r.bytes, 0) > CAP, `the renders (${made.map((r) => r.bytes).join(', ')} bytes) pass the cap`);
+        await server.services.delivery.stored();
         const total = await server.services.delivery.cache.totalBytes();
         assert.ok(total <= CAP, `${total} bytes kept, cap ${CAP}`);
         // The newest is kept, the oldest went: asking for it again is a miss.
@@ -111,6 +181,7 @@ for (const storage of STORAGES) {
         const fileId = await a.client.uploadOk(await png(30, 30), 'b.png');
         const url = a.url('w:15', fileId);
         assert.equal((await fetchDelivery(url)).headers.get('imgapi-cache'), 'miss');
+        await server.services.delivery.stored();
         for (const key of await keys('renders')) await server.services.storage.delete(`renders/${key}`);
         const again = await fetchDelivery(url);
         assert.equal(again.status, 200);

@@ -278,6 +278,7 @@ for (const dialect of DIALECTS) {
         assert.equal((await a.get(`${server.url}/r/${a.keyId}/_/${transform}/${fileId}`)).status, 403, transform);
       }
       // A change makes the old renders unreachable (and deletes them).
+      await server.services.delivery.stored();
       const stored = await renderRows(server);
       const changed = await a.client.request('PUT', '/api/presets/thumb', { json: { transform: 'w:55' } });
       assert.equal(changed.status, 200);
@@ -298,6 +299,7 @@ for (const dialect of DIALECTS) {
       assert.equal((await a.get(a.url('w:12', doomed))).status, 200);
       // Kept in memory too: a hit reads no file, and the purge still stops it at once.
       assert.equal((await a.get(a.url('w:10', doomed))).headers.get('imgapi-cache'), 'hit');
+      await server.services.delivery.stored();
       const before = await renderRows(server);
       assert.equal((await a.client.request('DELETE', `/api/files/${doomed}`)).status, 204);
       assert.ok((await renderRows(server)) < before);
@@ -306,6 +308,7 @@ for (const dialect of DIALECTS) {
       // An expired file's renders are not served (404, as the file) and the retention sweep deletes them.
       const expiring = await a.client.uploadOk(await png(30, 30), 'expiring.png');
       assert.equal((await a.get(a.url('w:11', expiring))).status, 200);
+      await server.services.delivery.stored();
       const kept = await renderRows(server);
       const later = Date.now() + 400 * 86_400_000;
       assert.ok((await sweepExpiredRenders(server.services.database, server.services.storage, later)) >= 1);
@@ -401,6 +404,7 @@ for (const dialect of DIALECTS) {
       assert.ok(!origin.seen.some((s) => s.path.includes('..') || s.path.includes('secret')));
 
       // Deleting the origin purges its renders: its URLs answer 404.
+      await server.services.delivery.stored();
       const before = await renderRows(server);
       assert.equal((await a.client.request('DELETE', '/api/origins/shop')).status, 204);
       assert.ok((await renderRows(server)) < before);

@@ -86,6 +86,8 @@ for (const dialect of DIALECTS) {
       const url = a.url('w:60,f:webp', fileId);
       const miss = await fetchDelivery(url);
       assert.equal(miss.headers.get('imgapi-cache'), 'miss');
+      // Answered before it was stored; in memory once stored.
+      await server.services.delivery.stored();
       const hit = await bothPaths(url);
       assert.equal(hit.status, 200);
       assert.equal(hit.headers['imgapi-cache'], 'hit');
@@ -110,6 +112,7 @@ for (const dialect of DIALECTS) {
     it('f:auto: Vary: Accept and the format Accept chose, from memory too', async () => {
       const url = a.url('w:50,f:auto', fileId);
       await fetchDelivery(url, { accept: 'image/webp' });
+      await server.services.delivery.stored();
       const webp = await bothPaths(url, { accept: 'image/webp' });
       assert.equal(webp.headers['content-type'], 'image/webp');
       assert.equal(webp.headers.vary, 'Accept');
@@ -124,6 +127,7 @@ for (const dialect of DIALECTS) {
     it('a bad signature, a deleted key and a purged render are left to the route, which refuses them', async () => {
       const url = a.url('w:40', fileId);
       await fetchDelivery(url);
+      await server.services.delivery.stored();
       await bothPaths(url);
       const before = memoryHits.count;
       const wrong = url.replace(/\/r\/([^/]+)\/[^/]+\//, `/r/$1/${sign('not-the-secret', `w:40/${fileId}`)}/`);
@@ -135,6 +139,7 @@ for (const dialect of DIALECTS) {
       const doomed = await a.client.uploadOk(await png(30, 30), 'doomed.png');
       const doomedUrl = a.url('w:20', doomed);
       await fetchDelivery(doomedUrl);
+      await server.services.delivery.stored();
       await bothPaths(doomedUrl);
       const afterHits = memoryHits.count;
       assert.equal((await a.client.request('DELETE', `/api/files/${doomed}`)).status, 204);
@@ -156,6 +161,7 @@ for (const dialect of DIALECTS) {
     it('counts its hits in the same metrics as the route', async () => {
       const url = a.url('w:30', fileId);
       await fetchDelivery(url);
+      await server.services.delivery.stored();
       const metricsOf = async () => {
         const text = await (await fetch(`${server.url}/metrics`)).text();
         const hits = Number(/imgapi_renders_total\{outcome="hit"\} (\d+)/.exec(text)?.[1] ?? 0);
@@ -187,6 +193,7 @@ describe('delivery hits from memory: the access-log line', () => {
       const fileId = await a.client.uploadOk(await png(40, 40), 'a.png');
       const url = a.url('w:20', fileId);
       await fetchDelivery(url);
+      await server.services.delivery.stored();
       const hits = countMemoryHits(server.services.delivery);
       await fetchDelivery(url);
       assert.equal(hits.count, 1);

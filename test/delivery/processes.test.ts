@@ -45,6 +45,8 @@ for (const dialect of DIALECTS) {
       const rest = `w:20/${fileId}`;
       const path = `/r/${a.keyId}/${sign(a.secret, rest)}/${rest}`;
       assert.equal((await fetchDelivery(first.url + path)).headers.get('imgapi-cache'), 'miss');
+      // Answered before it was stored: the other process finds it once stored.
+      await first.services.delivery.stored();
       const there = await fetchDelivery(second.url + path);
       assert.equal(there.status, 200);
       assert.equal(there.headers.get('imgapi-cache'), 'hit');
@@ -64,6 +66,8 @@ for (const dialect of DIALECTS) {
       const rest = `w:24/${fileId}`;
       const path = `/r/${a.keyId}/${sign(a.secret, rest)}/${rest}`;
       assert.equal((await fetchDelivery(first.url + path)).headers.get('imgapi-cache'), 'miss');
+      // Answered before it was stored: the other process finds it once stored.
+      await first.services.delivery.stored();
       // Read once in the second process (now in its memory), then served from there.
       assert.equal((await fetchDelivery(second.url + path)).headers.get('imgapi-cache'), 'hit');
       for (const key of await fs.promises.readdir(first.services.storage.localPath!('renders')))

@@ -113,6 +113,8 @@ export class Delivery {
   private readonly inFlight = new Map<string, InFlight>();
   /** Stores under way (stored() waits for them). */
   private readonly storing = new Set<Promise<void>>();
+  /** Renders of this process whose store has ended (a request that looked meanwhile looks again). */
+  private storesEnded = 0;
 
   constructor(private readonly services: DeliveryServices) {
     this.cache = new RenderCache(services.database, services.storage, services.config.renderCacheMaxBytes, services.config.renderMemoryCacheBytes);
@@ -179,6 +181,7 @@ export class Delivery {
     // A file's bytes never change: its id is its version, so a hit needs no read of the file
     // (a deleted file's renders are purged with it; an expired one's carry its expiry).
     const fileId = sourceText.startsWith('o/') ? undefined : sourceText;
+    let storesEnded = this.storesEnded;
     const early = fileId !== undefined && FILE_ID.test(fileId) ? await hit(keyOf(`file:${fileId}`, FILE_VERSION)) : undefined;
     if (early) return early;
     const source = await this.locate(key.accountId, sourceText, transform, limits, now);
@@ -187,11 +190,23 @@ export class Delivery {
       const found = await hit(cacheKey);
       if (found) return found;
     }
-    const known = this.inFlight.get(cacheKey);
-    // Made already and being stored: no render for this request, a hit.
-    if (known?.made) return { render: known.made.render, body: known.made.data, hit: true, negotiated };
-    const made = await (known?.making ??
-      this.renderAndStore({ accountId: key.accountId, limits, cacheKey, source, transform, format, preset: presetName }));
+    for (let looks = 0; ; looks++) {
+      const known = this.inFlight.get(cacheKey);
+      // Made already and being stored: no render for this request, a hit.
+      if (known?.made) return { render: known.made.render, body: known.made.data, hit: true, negotiated };
+      if (known) {
+        const made = await known.making;
+        return { render: made.render, body: made.data, hit: false, negotiated };
+      }
+      // A render that left inFlight while this request looked in the cache may be this one,
+      // stored after the look began: look again before rendering it a second time (and charging
+      // twice). Bounded: under a flood of other keys' stores, a duplicate render is the price.
+      if (this.storesEnded === storesEnded || looks === 3) break;
+      storesEnded = this.storesEnded;
+      const found = await hit(cacheKey);
+      if (found) return found;
+    }
+    const made = await this.renderAndStore({ accountId: key.accountId, limits, cacheKey, source, transform, format, preset: presetName });
     return { render: made.render, body: made.data, hit: false, negotiated };
   }
 
@@ -232,6 +247,7 @@ export class Delivery {
         if (entry.made) this.services.logger.warn({ err, key: cacheKey }, 'a delivery render could not be stored');
       })
       .finally(() => {
+        this.storesEnded++;
         this.inFlight.delete(cacheKey);
         this.storing.delete(stored);
       });

@@ -1,0 +1,92 @@
+// compress's quality searches, bounded and reported (#27): "auto" on a 12 MP photo to AVIF
+// finishes within the kind's time limit, reporting progress after each probe, and its result
+// states the quality chosen and the SSIM of the output delivered (measured apart from the
+// search here); a target-size search reports its probes too. Run on the Operation itself.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import sharp from 'sharp';
+import { loadConfig } from '../../src/config.js';
+import { SIMILARITY_PROBES } from '../../src/imaging/encode.js';
+import { reference, similarity, VISUALLY_LOSSLESS_SSIM } from '../../src/imaging/similarity.js';
+import { compress } from '../../src/operations/compress.js';
+import { corpusFile, tempDir } from '../helpers.js';
+import { operationHarness } from './harness.js';
+
+/** A camera photo of 3000×4000 (12 MP), EXIF orientation 1. */
+const PHOTO_12MP = corpusFile('images/wikimedia/Carrie.jpg');
+/** A camera photo of 2725×2225 (6 MP). */
+const PHOTO_6MP = corpusFile('images/sharp/2569067123_aca715a2ee_o.jpg');
+const SMALL = corpusFile('images/sharp/320x240.jpg');
+
+/** The time limit the worker gives a compress task: the kind's own, else TASK_TIMEOUT_SECONDS. */
+function compressTimeLimitMs(): number {
+  const dir = tempDir('imgapi-compress-config-');
+  const config = loadConfig({ DATA_DIR: path.join(dir, 'data'), DATABASE_URL: `sqlite:${path.join(dir, 'unused.db')}`, LOG_LEVEL: 'silent' });
+  return compress.timeLimitMs?.(config, {}) ?? config.taskTimeoutMs;
+}
+
+/** SSIM of `output` to the file's pixels as the pipeline sees them (upright, sRGB), measured apart from the search. */
+async function ssimToSource(file: string, output: Buffer): Promise<number> {
+  const meta = await sharp(output).metadata();
+  return similarity(await reference(sharp(file).autoOrient().toColourspace('srgb'), { width: meta.width!, height: meta.height! }), output);
+}
+
+/** Progress as a task reports it: rising at every report, short of 100 (the outputs are stored after). */
+function assertRising(reports: number[], atLeast: number) {
+  assert.ok(reports.length >= atLeast, `${reports.length} progress reports: ${reports.join(', ')}`);
+  reports.forEach((percent, index) => {
+    assert.ok(Number.isInteger(percent) && percent > 0 && percent < 100, `report ${index}: ${percent}`);
+    if (index > 0) assert.ok(percent > reports[index - 1]!, `progress went from ${reports[index - 1]} to ${percent}`);
+  });
+}
+
+describe('compress searches are bounded and reported', () => {
+  const h = operationHarness();
+
+  it('"auto" on a 12 MP photo to AVIF finishes within the time limit, reports progress per probe, and states the quality and the real SSIM', async () => {
+    const reports: number[] = [];
+    const done = await h.run(
+      compress.kind,
+      PHOTO_12MP,
+      { quality: 'auto', format: 'avif' },
+      {
+        timeLimitMs: compressTimeLimitMs(),
+        progress: (percent) => reports.push(percent),
+      },
+    );
+    assert.equal(done.meta.format, 'heif');
+    assert.deepEqual([done.meta.width, done.meta.height], [3000, 4000]);
+    // A report after each encode: the probes and the encodes of the whole image.
+    assertRising(reports, SIMILARITY_PROBES + 1);
+    const result = done.result.result as { quality: number; ssim: number; savedBytes: number };
+    assert.ok(Number.isInteger(result.quality) && result.quality >= 1 && result.quality <= 100, JSON.stringify(result));
+    const measured = await ssimToSource(PHOTO_12MP, done.output);
+    assert.ok(Math.abs(result.ssim - measured) < 0.001, `${result.ssim} reported, ${measured} measured`);
+    assert.ok(result.ssim >= VISUALLY_LOSSLESS_SSIM, JSON.stringify(result));
+    assert.ok(result.savedBytes > 0);
+  });
+
+  it('"auto" on a 6 MP photo to JPEG states the quality it chose and the SSIM of the output delivered', async () => {
+    const reports: number[] = [];
+    const done = await h.run(compress.kind, PHOTO_6MP, { quality: 'auto', format: 'jpeg' }, { progress: (percent) => reports.push(percent) });
+    assertRising(reports, SIMILARITY_PROBES + 1);
+    const result = done.result.result as { quality: number; ssim: number };
+    assert.ok(Number.isInteger(result.quality), JSON.stringify(result));
+    // The search's quality is the output's: encoding the same pixels at it gives the same bytes.
+    const again = await sharp(PHOTO_6MP).autoOrient().toColourspace('srgb').jpeg({ quality: result.quality, mozjpeg: true }).toBuffer();
+    assert.equal(again.length, done.output.length);
+    const measured = await ssimToSource(PHOTO_6MP, done.output);
+    assert.ok(Math.abs(result.ssim - measured) < 0.001, `${result.ssim} reported, ${measured} measured`);
+    assert.ok(result.ssim >= VISUALLY_LOSSLESS_SSIM, JSON.stringify(result));
+  });
+
+  it('a targetSize search reports progress after each probe', async () => {
+    const reports: number[] = [];
+    const done = await h.run(compress.kind, SMALL, { targetSize: 8000, format: 'webp' }, { progress: (percent) => reports.push(percent) });
+    assert.ok(done.output.length <= 8000);
+    assert.ok(Number.isInteger(done.result.result?.quality));
+    // A bisection of 1–100: six or seven probes.
+    assertRising(reports, 6);
+  });
+});

@@ -142,12 +142,17 @@ const fits = (control: SearchControl, ms: number): boolean => Date.now() + ms <=
 const SIZE_PROBES = 7;
 
 /**
- * Binary search for the highest quality whose output fits `targetSize` bytes. Each probe
- * re-runs the pipeline from the source (`build`: a libvips pipeline is encoded once); the
- * control's onStep runs before each (the deadline), and progress is reported after each. A
- * probe that would not end before the deadline (as long as the last one took) is not started:
- * the highest quality that fitted so far is the answer, or, with none yet, the task fails
- * PROCESSING_TIMEOUT then, rather than at the limit.
+ * The highest quality whose output fits `targetSize` bytes: a bisection of the qualities whose
+ * bytes were not measured yet, each probe re-running the pipeline from the source (`build`: a
+ * libvips pipeline is encoded once). A still image of at least SAMPLED_SEARCH_MIN_PIXELS, in a
+ * format whose coding is local, is first searched on crops of it (the sampled search below):
+ * their bytes at a quality, times the whole's share of them, foretell the whole's, and each
+ * encode of the whole corrects that share; at most SAMPLED_FULL_ENCODES such encodes, then the
+ * bisection closes what is left between the highest quality that fitted and the lowest that did
+ * not. The control's onStep runs before each encode (the deadline), and progress is reported
+ * after each. An encode that would not end before the deadline is not started: the highest
+ * quality that fitted so far is the answer, or, with none yet, the task fails PROCESSING_TIMEOUT
+ * then, rather than at the limit.
  */
 export async function encodeToSize(
   build: () => Promise<Sharp>,
@@ -157,30 +162,72 @@ export async function encodeToSize(
 ): Promise<EncodedImage> {
   if (options.lossless) throw new TaskError('TARGET_SIZE_UNREACHABLE', 'targetSize cannot be combined with lossless output');
   options = await withColours(await build(), { ...options, favourSize: true });
-  const progress = searchProgress(control, SIZE_PROBES);
-  let low = 1;
-  let high = 100;
+  const lossy = { ...options, favourSize: true };
+  // Qualities of the whole: `fitted` the highest measured that fits (`best`), `tooLarge` the lowest that does not.
+  let fitted = 0;
+  let tooLarge = 101;
   let best: EncodedImage | undefined;
   let smallest = Infinity;
-  let lastMs = 0;
-  while (low <= high) {
+  let wholeMs = 0;
+  let progress: (pixels: number) => void = () => {};
+  let wholePixels = 1;
+  const encodeWhole = async (quality: number): Promise<number> => {
     control.onStep();
-    if (!fits(control, lastMs)) {
-      if (best) break;
-      throw tooSlow(options.format, lastMs, control);
-    }
-    const quality = Math.floor((low + high) / 2);
     const started = Date.now();
-    const candidate = await encode(await build(), { ...options, quality, favourSize: true });
-    lastMs = Date.now() - started;
-    progress(1);
+    const candidate = await encode(await build(), { ...lossy, quality });
+    wholeMs = Math.max(wholeMs, Date.now() - started);
+    progress(wholePixels);
     smallest = Math.min(smallest, candidate.data.length);
     if (candidate.data.length <= targetSize) {
-      best = { ...candidate, quality };
-      low = quality + 1;
+      if (quality > fitted) [fitted, best] = [quality, { ...candidate, quality }];
     } else {
-      high = quality - 1;
+      tooLarge = Math.min(tooLarge, quality);
     }
+    return candidate.data.length;
+  };
+  const tooSlowNow = (ms: number) => {
+    if (best) return true;
+    throw tooSlow(options.format, ms, control);
+  };
+
+  const sampled = !control.animated && hasLocalCoding(options.format) ? await sampleOf(build) : undefined;
+  if (sampled) {
+    const sample = sampled.sample;
+    wholePixels = sampled.pixels;
+    progress = searchProgress(control, SIZE_PROBES * sample.pixels + SAMPLED_FULL_ENCODES * wholePixels);
+    const onSample = new Map<number, number>();
+    let sampleMs = 0;
+    const sampleBytes = async (quality: number): Promise<number> => {
+      const known = onSample.get(quality);
+      if (known !== undefined) return known;
+      control.onStep();
+      const started = Date.now();
+      const bytes = (await encode(sample.open(), { ...lossy, quality })).data.length;
+      sampleMs += Date.now() - started;
+      onSample.set(quality, bytes);
+      progress(sample.pixels);
+      return bytes;
+    };
+    // The whole's bytes per byte of the crops: their share of its pixels at first, then as measured.
+    let share = wholePixels / sample.pixels;
+    const estimate = () => wholeMs || sampled.renderMs + (sampleMs / Math.max(1, onSample.size)) * share;
+    for (let round = 0; round < SAMPLED_FULL_ENCODES && fitted + 1 < tooLarge; round++) {
+      let [low, high, guess] = [fitted + 1, tooLarge - 1, fitted + 1];
+      while (low <= high) {
+        const quality = Math.floor((low + high) / 2);
+        if ((await sampleBytes(quality)) * share <= targetSize) [guess, low] = [quality, quality + 1];
+        else high = quality - 1;
+      }
+      if (!fits(control, estimate()) && tooSlowNow(estimate())) return best!;
+      share = (await encodeWhole(guess)) / (await sampleBytes(guess));
+    }
+  } else {
+    progress = searchProgress(control, SIZE_PROBES);
+  }
+  // A bisection of the whole between what fitted and what did not (all of 1–100 without a sample).
+  while (fitted + 1 < tooLarge) {
+    if (!fits(control, wholeMs) && tooSlowNow(wholeMs)) break;
+    await encodeWhole(Math.floor((fitted + tooLarge) / 2));
   }
   if (!best) {
     throw new TaskError(
@@ -234,13 +281,8 @@ export async function encodeToSimilarity(
   bounds?: OptimiseBounds,
 ): Promise<EncodedImage> {
   options = await withColours(await build(), { ...options, favourSize: true });
-  if (!control.animated && hasLocalCoding(options.format)) {
-    const started = Date.now();
-    const pixels = await rendered(await build());
-    if (pixels.width * pixels.height >= SAMPLED_SEARCH_MIN_PIXELS) {
-      return sampledSimilarity(build, options, threshold, control, { pixels, renderMs: Date.now() - started });
-    }
-  }
+  const sampled = !control.animated && hasLocalCoding(options.format) ? await sampleOf(build) : undefined;
+  if (sampled) return sampledSimilarity(build, options, threshold, control, sampled);
   let ref: Reference | undefined;
   let pixelCount = 0;
   let lastMs = 0;
@@ -339,6 +381,24 @@ async function rendered(image: Sharp): Promise<RawPixels> {
 
 const openRaw = ({ data, width, height, channels }: RawPixels): Sharp => sharp(data, { raw: { width, height, channels } });
 
+/** What a sampled search works from: the whole image's pixels, its crops, and how long the pipeline took to render. */
+interface Sampled {
+  whole: RawPixels;
+  pixels: number;
+  sample: RawPixels & { pixels: number; open: () => Sharp };
+  renderMs: number;
+}
+
+/** The pipeline's output and its crops, when it is large enough to be searched on them (else undefined). */
+async function sampleOf(build: () => Promise<Sharp>): Promise<Sampled | undefined> {
+  const started = Date.now();
+  const whole = await rendered(await build());
+  const pixels = whole.width * whole.height;
+  if (pixels < SAMPLED_SEARCH_MIN_PIXELS) return undefined;
+  const crops = mosaic(whole);
+  return { whole, pixels, sample: { ...crops, pixels: crops.width * crops.height, open: () => openRaw(crops) }, renderMs: Date.now() - started };
+}
+
 /** SAMPLE_GRID² crops of `pixels` at full resolution, spread evenly (their centres on a regular grid), side by side. */
 function mosaic(pixels: RawPixels): RawPixels {
   const { width, height, channels } = pixels;
@@ -365,11 +425,9 @@ async function sampledSimilarity(
   options: EncodeOptions,
   threshold: number,
   control: SearchControl,
-  { pixels, renderMs }: { pixels: RawPixels; renderMs: number },
+  { whole: pixels, pixels: whole, sample, renderMs }: Sampled,
 ): Promise<EncodedImage> {
-  const whole = pixels.width * pixels.height;
-  const sample = mosaic(pixels);
-  const samplePixels = sample.width * sample.height;
+  const samplePixels = sample.pixels;
   const lowest = LOWEST_QUALITY[options.format];
   // Planned: a bisection on the crops and two encodes of the whole (the usual case).
   const progress = searchProgress(control, SIMILARITY_PROBES * samplePixels + 2 * whole);
@@ -378,7 +436,7 @@ async function sampledSimilarity(
   let wholeRef: Reference;
   try {
     // Compared as the whole image is: reduced by the same factor.
-    sampleRef = await reference(openRaw(sample), sample, comparedScale(pixels));
+    sampleRef = await reference(sample.open(), sample, comparedScale(pixels));
     wholeRef = await reference(openRaw(pixels), pixels);
   } catch (err) {
     throw asTaskError(err);
@@ -391,7 +449,7 @@ async function sampledSimilarity(
     if (known !== undefined) return known;
     control.onStep();
     const started = Date.now();
-    const encoded = await encode(openRaw(sample), { ...lossy, quality });
+    const encoded = await encode(sample.open(), { ...lossy, quality });
     const score = await similarity(sampleRef, encoded.data).catch((err) => Promise.reject(asTaskError(err)));
     sampleMs += Date.now() - started;
     onSample.set(quality, score);

@@ -63,7 +63,9 @@ export const compress: Operation<typeof optionsSchema> = {
   summary: 'Compress an image',
   description:
     'Re-encodes the image smaller: mozjpeg for JPEG, a quantised palette for PNG, tuned WebP/AVIF. ' +
-    '`targetSize` searches the quality for the largest output that fits (`result.quality` reports it), a bisection of up to 7 encodes of the whole image; ' +
+    '`targetSize` searches the quality for the largest output that fits (`result.quality` reports it): a bisection of up to 7 encodes, ' +
+    `or, for a still image of ${SAMPLED_MIN_MP} megapixels or more to JPEG, WebP, AVIF, JPEG XL or TIFF, one on ${SAMPLED_CROPS} crops of it whose bytes ` +
+    `foretell the whole's, corrected by up to ${SAMPLED_FULL_ENCODES} encodes of the whole and closed by a bisection of what is left; ` +
     'without a fit the task fails with TARGET_SIZE_UNREACHABLE, and when the time limit stops it early, the largest fitting output found is the answer. ' +
     'Never larger than the input in the same format: when re-encoding does not help, the output is a lossless rewrite (PNG) or, failing that, ' +
     "the input's bytes as they are (metadata included), and `result.savedBytes` is 0. " +

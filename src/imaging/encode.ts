@@ -349,7 +349,9 @@ export async function encodeToSimilarity(
 // reduction the whole image is compared at. The whole is then encoded at the quality chosen and
 // measured: that SSIM is the one reported. Where it misses the threshold (or passes it by more
 // than the crops said), the crops' error at that quality is known, and the bisection runs again
-// on them with the threshold moved by it; at most SAMPLED_FULL_ENCODES encodes of the whole.
+// on them with the threshold moved by it; once the whole has been measured on both sides of the
+// threshold, the next quality is read off the line between those two. At most
+// SAMPLED_FULL_ENCODES encodes of the whole.
 
 /** Crops a sample holds across and down; each SAMPLE_TILE px square (a JPEG XL group; 4 AV1 superblocks). */
 const SAMPLE_GRID = 4;
@@ -502,12 +504,21 @@ async function sampledSimilarity(
       if (!closest || measured.ssim > closest.ssim) closest = measured;
     }
     if (round === SAMPLED_FULL_ENCODES - 1) break;
-    // How far the crops were from the whole at this quality: ask them again with the threshold moved by it.
-    const error = onSample.get(quality)! - measured.ssim;
     const ceiling = (kept?.quality ?? 101) - 1;
-    const next = await lowestOnSample(threshold + error, failedBelow + 1, ceiling);
-    quality = next === undefined && !kept && failedBelow < 100 ? ceiling : next;
-    if (quality !== undefined && (quality <= failedBelow || quality > ceiling)) quality = undefined;
+    let next: number | undefined;
+    if (kept?.quality !== undefined && closest?.quality !== undefined) {
+      // The whole measured either side of the threshold: between the two, its SSIM read off the line
+      // joining them (the crops' curve need not run parallel to the whole's).
+      const [below, above] = [closest as Measured & { quality: number }, kept as Measured & { quality: number }];
+      const rise = above.ssim - below.ssim;
+      next = below.quality + (rise > 0 ? Math.ceil(((threshold - below.ssim) / rise) * (above.quality - below.quality)) : 1);
+    } else {
+      // How far the crops were from the whole at this quality: ask them again with the threshold moved by it.
+      const error = onSample.get(quality)! - measured.ssim;
+      next = await lowestOnSample(threshold + error, failedBelow + 1, ceiling);
+      if (next === undefined && !kept) next = ceiling;
+    }
+    quality = next !== undefined && next > failedBelow && next <= ceiling ? next : undefined;
   }
   const tryLossless = canBeLossless(options.format) && (!kept || (options.format === 'webp' && (kept.quality ?? 0) >= 90));
   const last = tryLossless ? { ...options, quality: undefined, lossless: true, favourSize: true } : { ...lossy, quality: 100 };

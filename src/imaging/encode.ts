@@ -210,7 +210,7 @@ export async function encodeToSize(
     };
     // The whole's bytes per byte of the crops: their share of its pixels at first, then as measured.
     let share = wholePixels / sample.pixels;
-    const estimate = () => wholeMs || sampled.renderMs + (sampleMs / Math.max(1, onSample.size)) * share;
+    const estimate = () => wholeMs || sampled.renderMs + (sampleMs / Math.max(1, onSample.size)) * (wholePixels / sample.pixels);
     for (let round = 0; round < SAMPLED_FULL_ENCODES && fitted + 1 < tooLarge; round++) {
       let [low, high, guess] = [fitted + 1, tooLarge - 1, fitted + 1];
       while (low <= high) {

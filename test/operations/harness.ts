@@ -11,8 +11,8 @@
 //   the Operation sees the FileRecord the worker would hand it.
 // - `options`: the kind's options, as the request body has them (without fileId/fileIds).
 // - `plan` (default 'max'): whose limits apply; `extraFiles`: files the options name by id (a
-//   watermark's logoFileId), as { fileId: path or bytes }; `timeLimitMs` and `progress`: the
-//   deadline the worker would set and a listener for the progress the task reports.
+//   watermark's logoFileId), as { fileId: path or bytes }; `progress`: hears the progress the
+//   task reports.
 // - Answers the Operation's own result, every output's bytes (`outputs`; `output` is the first)
 //   and sharp's metadata of the first (`meta`, every frame read). A task failure throws the
 //   Operation's TaskError: `await assert.rejects(h.run(…), { code: 'INVALID_OPTIONS' })`.
@@ -42,8 +42,6 @@ export interface RunOptions {
   extraFiles?: Record<string, Input>;
   /** Aborts the run as a cancel or a lost lease does. */
   signal?: AbortSignal;
-  /** The run's time limit, as the worker gives it (default: ten minutes, ample for any kind here). */
-  timeLimitMs?: number;
   /** Hears the progress the task reports, as the worker's heartbeat would. */
   progress?: (percent: number) => void;
 }
@@ -153,7 +151,7 @@ export function operationHarness(): OperationHarness {
           options,
           inputs: [...inputs, ...extra],
           limits: DEFAULT_PLANS[plan],
-          deadline: Date.now() + (more.timeLimitMs ?? 600_000),
+          deadline: Date.now() + 600_000,
           signal: more.signal ?? new AbortController().signal,
           tmpDir,
           progress: more.progress ?? (() => {}),

@@ -294,9 +294,12 @@ async function encodeSequence(ctx: Context, image: Sharp, settings: EncodeOption
   return { data: encoded, format: ctx.format, width: header.width, height: header.height, frames: header.frames };
 }
 
+/** sharp refuses a timeout past an hour; a longer time limit (TASK_TIMEOUT_SECONDS allows a day) is the runner's timer's to enforce. */
+const LIBVIPS_MAX_TIMEOUT_SECONDS = 3600;
+
 /** libvips stops the work at the deadline. */
 function withDeadline(job: ImageJob, image: Sharp): Sharp {
-  return image.timeout({ seconds: Math.max(1, Math.ceil((job.deadline - Date.now()) / 1000)) });
+  return image.timeout({ seconds: Math.min(LIBVIPS_MAX_TIMEOUT_SECONDS, Math.max(1, Math.ceil((job.deadline - Date.now()) / 1000))) });
 }
 
 function checkDeadline(job: Pick<ImageJob, 'deadline' | 'signal'>): void {

@@ -7,7 +7,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import sharp from 'sharp';
+import { DEFAULT_PLANS } from '../../src/accounts/plans.js';
 import { SAMPLED_FULL_ENCODES, SIMILARITY_PROBES } from '../../src/imaging/encode.js';
+import { runImageJob } from '../../src/imaging/pipeline.js';
 import { reference, similarity, VISUALLY_LOSSLESS_SSIM } from '../../src/imaging/similarity.js';
 import { compress } from '../../src/operations/compress.js';
 import { corpusFile } from '../helpers.js';
@@ -79,5 +81,19 @@ describe('compress searches are bounded and reported', () => {
     assert.ok(Number.isInteger(done.result.result?.quality));
     // A bisection of 1–100: six or seven probes.
     assertRising(reports, 6);
+  });
+});
+
+describe("the pipeline's deadline", () => {
+  it('a time limit past an hour (TASK_TIMEOUT_SECONDS allows a day) still encodes: sharp takes a timeout of at most 3600 s', async () => {
+    const encoded = await runImageJob({
+      inputPath: SMALL,
+      inputFormat: 'jpeg',
+      limits: DEFAULT_PLANS.max,
+      deadline: Date.now() + 2 * 3_600_000,
+      format: 'webp',
+    });
+    assert.equal(encoded.format, 'webp');
+    assert.deepEqual([encoded.width, encoded.height], [320, 240]);
   });
 });

@@ -350,8 +350,8 @@ export async function encodeToSimilarity(
 // measured: that SSIM is the one reported. Where it misses the threshold (or passes it by more
 // than the crops said), the crops' error at that quality is known, and the bisection runs again
 // on them with the threshold moved by it; once the whole has been measured on both sides of the
-// threshold, the next quality is read off the line between those two. At most
-// SAMPLED_FULL_ENCODES encodes of the whole.
+// threshold, with the crops' SSIM mapped onto the whole's by the line through those two points
+// (the curves need not run parallel). At most SAMPLED_FULL_ENCODES encodes of the whole.
 
 /** Crops a sample holds across and down; each SAMPLE_TILE px square (a JPEG XL group; 4 AV1 superblocks). */
 const SAMPLE_GRID = 4;
@@ -507,14 +507,20 @@ async function sampledSimilarity(
     const ceiling = (kept?.quality ?? 101) - 1;
     let next: number | undefined;
     if (kept?.quality !== undefined && closest?.quality !== undefined) {
-      // The whole measured either side of the threshold: between the two, its SSIM read off the line
-      // joining them (the crops' curve need not run parallel to the whole's).
+      // The whole measured either side of the threshold: the crops' SSIM mapped onto the whole's by
+      // the line through those two (their curves need not run parallel), and the crops asked again.
       const [below, above] = [closest as Measured & { quality: number }, kept as Measured & { quality: number }];
-      const rise = above.ssim - below.ssim;
-      next = below.quality + (rise > 0 ? Math.ceil(((threshold - below.ssim) / rise) * (above.quality - below.quality)) : 1);
+      const [cropsBelow, cropsAbove] = [await probeSample(below.quality), await probeSample(above.quality)];
+      const slope = (above.ssim - below.ssim) / (cropsAbove - cropsBelow);
+      // Where the mapped crops see none between them, the round left is spent halving the gap (the kept output stays the answer).
+      const mapped =
+        slope > 0 && Number.isFinite(slope)
+          ? await lowestOnSample(cropsBelow + (threshold - below.ssim) / slope, failedBelow + 1, ceiling)
+          : undefined;
+      next = mapped ?? Math.floor((failedBelow + 1 + ceiling) / 2);
     } else {
       // How far the crops were from the whole at this quality: ask them again with the threshold moved by it.
-      const error = onSample.get(quality)! - measured.ssim;
+      const error = (await probeSample(quality)) - measured.ssim;
       next = await lowestOnSample(threshold + error, failedBelow + 1, ceiling);
       if (next === undefined && !kept) next = ceiling;
     }

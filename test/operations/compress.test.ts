@@ -74,6 +74,23 @@ describe('compress searches are bounded and reported', () => {
     assert.ok(result.ssim >= VISUALLY_LOSSLESS_SSIM, JSON.stringify(result));
   });
 
+  it('a targetSize search on a 6 MP photo (crops foretell the bytes) finds the highest quality that fits', async () => {
+    const targetSize = 400_000;
+    const reports: number[] = [];
+    const done = await h.run(compress.kind, PHOTO_6MP, { targetSize, format: 'jpeg' }, { progress: (percent) => reports.push(percent) });
+    assert.ok(done.output.length <= targetSize, `${done.output.length} bytes`);
+    const quality = done.result.result?.quality as number;
+    assert.ok(Number.isInteger(quality) && quality < 100, `quality ${quality}`);
+    // The pixels the pipeline encodes, one quality up: too large.
+    const above = await sharp(PHOTO_6MP)
+      .autoOrient()
+      .toColourspace('srgb')
+      .jpeg({ quality: quality + 1, mozjpeg: true })
+      .toBuffer();
+    assert.ok(above.length > targetSize, `quality ${quality + 1} makes ${above.length} bytes, which fits`);
+    assertRising(reports, 4);
+  });
+
   it('a targetSize search reports progress after each probe', async () => {
     const reports: number[] = [];
     const done = await h.run(compress.kind, SMALL, { targetSize: 8000, format: 'webp' }, { progress: (percent) => reports.push(percent) });

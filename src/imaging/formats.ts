@@ -36,6 +36,12 @@ type Writer = {
   lossless: boolean;
   /** What the encoder does by default, as docs/formats.md's table says it. */
   defaults: string;
+  /**
+   * Its lossy coding decides each block of at most 256 px from that block alone (a DCT or
+   * transform codec): a quality's effect on a few full-resolution crops is its effect on the
+   * whole, so a quality search may probe crops (encode.ts). A palette is chosen for the whole image: not.
+   */
+  localCoding?: boolean;
 } & (
   | { encode(image: Sharp, settings: EncodeSettings): Sharp }
   | {
@@ -123,6 +129,7 @@ export const FORMATS = {
     write: {
       lossless: false,
       defaults: `quality ${JPEG_QUALITY}; mozjpeg for compress`,
+      localCoding: true,
       encode: (image, { quality, favourSize }) =>
         image.jpeg({ quality: quality ?? JPEG_QUALITY, ...(favourSize ? { mozjpeg: true } : { optimiseCoding: true }) }),
     },
@@ -178,6 +185,7 @@ export const FORMATS = {
     write: {
       lossless: true,
       defaults: `quality ${WEBP_QUALITY}`,
+      localCoding: true,
       encode: (image, settings) =>
         settings.lossless
           ? image.webp({ lossless: true, effort: 4, ...timing(settings) })
@@ -200,6 +208,7 @@ export const FORMATS = {
     write: {
       lossless: true,
       defaults: `quality ${AVIF_QUALITY}`,
+      localCoding: true,
       encode: (image, { quality, lossless, favourSize }) =>
         lossless
           ? image.avif({ lossless: true, effort: favourSize ? 4 : 2 })
@@ -242,6 +251,7 @@ export const FORMATS = {
     write: {
       lossless: true,
       defaults: 'deflate; with `quality`, JPEG-compressed',
+      localCoding: true,
       encode: (image, { quality, lossless }) =>
         lossless || quality === undefined
           ? image.tiff({ compression: 'deflate', predictor: 'horizontal' })
@@ -312,6 +322,7 @@ export const FORMATS = {
     write: {
       lossless: true,
       defaults: `quality ${JXL_QUALITY} (distance 2.35), effort 3 (5 for compress)`,
+      localCoding: true,
       encodePixels: (pixels, { quality, lossless, favourSize, bounds }) => encodeJxl(pixels, { quality, lossless, favourSize }, bounds),
     },
   },
@@ -430,6 +441,8 @@ export const hasStreamedFrames = (format: string): format is StreamedFrameFormat
 export const readsHeifSequences = (format: string): boolean => definition(format)?.heifSequences === true;
 export const hasOutsideReferences = (format: string): boolean => definition(format)?.outsideReferences === true;
 
+/** Whether a quality search for `format` may probe crops of the image (Writer.localCoding). */
+export const hasLocalCoding = (format: OutputFormat): boolean => writerOf(format).localCoding === true;
 /** How jobs write `format`. */
 export const writerOf = (format: OutputFormat): Writer => FORMATS[format].write;
 export const isRawDecoded = (format: string): format is RawDecodedFormat => {

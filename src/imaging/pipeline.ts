@@ -18,7 +18,7 @@
 // decode of the input nor a second lossy encode.
 import sharp, { type Sharp } from 'sharp';
 import { invalidOption, TaskError } from '../errors.js';
-import { encode, encodeToSimilarity, encodeToSize, type EncodedImage, type EncodeOptions } from './encode.js';
+import { encode, encodeToSimilarity, encodeToSize, type EncodedImage, type EncodeOptions, type SearchControl } from './encode.js';
 import { asTaskError } from './errors.js';
 import type { Ffmpeg } from '../programs/ffmpeg.js';
 import { canBeLossless, canHoldAlpha, defaultOutputFormat, isRawDecoded, readsHeifSequences, type OutputFormat } from './formats.js';
@@ -67,6 +67,8 @@ export interface ImageJob {
   targetSize?: number;
   /** Aim for the smallest file whose SSIM to its pixels is at least this (compress "auto"). */
   similarity?: number;
+  /** The task's progress, 0–95, reported by a search (target size, similarity) after each encode. */
+  progress?: (percent: number) => void;
   signal?: AbortSignal;
   /** The source's header when the caller read it already (checked against `limits`): not read again. */
   source?: SourceInfo;
@@ -265,8 +267,9 @@ function encodeOutput(ctx: Context, build: () => Promise<Sharp>): Promise<Encode
     ...(ctx.animated && readsHeifSequences(ctx.format) ? { sequence: (image, settings) => encodeSequence(ctx, image, settings) } : {}),
     bounds: { deadline: job.deadline, signal: job.signal },
   };
-  if (job.targetSize !== undefined) return encodeToSize(build, options, job.targetSize, () => checkDeadline(job));
-  if (job.similarity !== undefined) return encodeToSimilarity(build, options, job.similarity, () => checkDeadline(job), job);
+  const control: SearchControl = { onStep: () => checkDeadline(job), deadline: job.deadline, progress: job.progress, animated: ctx.animated };
+  if (job.targetSize !== undefined) return encodeToSize(build, options, job.targetSize, control);
+  if (job.similarity !== undefined) return encodeToSimilarity(build, options, job.similarity, control, job);
   return build().then((image) => encode(image, options));
 }
 
@@ -294,9 +297,12 @@ async function encodeSequence(ctx: Context, image: Sharp, settings: EncodeOption
   return { data: encoded, format: ctx.format, width: header.width, height: header.height, frames: header.frames };
 }
 
+/** sharp refuses a timeout past an hour; a longer time limit (TASK_TIMEOUT_SECONDS allows a day) is the runner's timer's to enforce. */
+const LIBVIPS_MAX_TIMEOUT_SECONDS = 3600;
+
 /** libvips stops the work at the deadline. */
 function withDeadline(job: ImageJob, image: Sharp): Sharp {
-  return image.timeout({ seconds: Math.max(1, Math.ceil((job.deadline - Date.now()) / 1000)) });
+  return image.timeout({ seconds: Math.min(LIBVIPS_MAX_TIMEOUT_SECONDS, Math.max(1, Math.ceil((job.deadline - Date.now()) / 1000))) });
 }
 
 function checkDeadline(job: Pick<ImageJob, 'deadline' | 'signal'>): void {

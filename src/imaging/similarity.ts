@@ -37,11 +37,13 @@ const BACKGROUNDS = ['#000000', '#ffffff'];
 /**
  * Decodes `image` (a finished pipeline) as a reference for outputs of `size` (one frame: the top
  * rows of an animation, whose frames are one below the other). The pixels are reduced in the
- * pipeline, so a huge image is never held whole.
+ * pipeline, so a huge image is never held whole. `scale`: the reduction to compare at, in place
+ * of the one `size` calls for (crops of a larger image are compared as that image would be).
  */
-export async function reference(image: Sharp, size: { width: number; height: number }): Promise<Reference> {
+export async function reference(image: Sharp, size: { width: number; height: number }, scale = comparedScale(size)): Promise<Reference> {
   const { width, height } = size;
-  const compared = reducedSize(width, height);
+  const compared =
+    scale === 1 ? { width, height } : { width: Math.max(1, Math.round(width * scale)), height: Math.max(1, Math.round(height * scale)) };
   const { data, info } = await viewPipeline(image, size, compared).raw().toBuffer({ resolveWithObject: true });
   const hasAlpha = info.channels === 4;
   const raw = { raw: { width: info.width, height: info.height, channels: info.channels } };
@@ -74,11 +76,10 @@ export async function similarity(ref: Reference, encoded: Buffer): Promise<numbe
 /** Full resolution (no viewing-distance downsampling); Bezkrovny's windows: fast and in range. */
 const SSIM_OPTIONS = { ssim: 'bezkrovny', downsample: false } as const;
 
-function reducedSize(width: number, height: number): { width: number; height: number } {
+/** The factor an image of `size` is reduced by before it is compared: 1 up to SIMILARITY_MAX_PIXELS. */
+export function comparedScale({ width, height }: { width: number; height: number }): number {
   const pixels = width * height;
-  if (pixels <= SIMILARITY_MAX_PIXELS) return { width, height };
-  const scale = Math.sqrt(SIMILARITY_MAX_PIXELS / pixels);
-  return { width: Math.max(1, Math.round(width * scale)), height: Math.max(1, Math.round(height * scale)) };
+  return pixels <= SIMILARITY_MAX_PIXELS ? 1 : Math.sqrt(SIMILARITY_MAX_PIXELS / pixels);
 }
 
 /** The first `size.height` rows of `image` (a frame), in sRGB, reduced to `compared`: the same on both sides. */

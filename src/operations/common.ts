@@ -179,6 +179,7 @@ export async function runSingleImage<O extends Omit<ImageOutputOptions, 'quality
     background,
     steps: calls.map((call) => jobStep(call, env)),
     ffmpeg: ctx.documents.ffmpeg,
+    progress: ctx.progress,
     ...job,
   });
   return {

@@ -1,12 +1,15 @@
 import fs from 'node:fs';
 import type { FileRecord } from '../files/files.js';
-import { COUNT_COLOURS_MAX_PIXELS, SIMILARITY_PROBES } from '../imaging/encode.js';
+import { COUNT_COLOURS_MAX_PIXELS, SAMPLED_CROPS, SAMPLED_FULL_ENCODES, SAMPLED_SEARCH_MIN_PIXELS, SIMILARITY_PROBES } from '../imaging/encode.js';
 import { canBeLossless, defaultOutputFormat, mimeOf, outputFilename } from '../imaging/formats.js';
 import { OPTIMISE_MAX_PIXELS, optimisePng } from '../imaging/png-optimise.js';
 import { smallestPngBytes } from '../imaging/png-size.js';
 import { SIMILARITY_MAX_PIXELS, VISUALLY_LOSSLESS_SSIM } from '../imaging/similarity.js';
 import { imageOutputOptions, runSingleImage, tagged, tagNumber } from './common.js';
 import type { FieldError, InputFile, Operation, OperationOutput, OutputMeta, ResultSchema } from './types.js';
+
+/** Where "auto" searches crops, as the docs round it. */
+const SAMPLED_MIN_MP = Math.round(SAMPLED_SEARCH_MIN_PIXELS / 1e5) / 10;
 
 /** What compress (and a pipeline, which encodes as compress does) adds to `result`. */
 export const COMPRESSION_RESULT = {
@@ -42,7 +45,8 @@ const optionsSchema = {
       pattern: '^auto$',
       description:
         'Encoder quality, 1–100 (a fraction is rounded; for PNG and GIF the palette), or "auto": the smallest output whose SSIM to the ' +
-        `input stays at or above ${VISUALLY_LOSSLESS_SSIM} (visually lossless), found in at most ${SIMILARITY_PROBES + 1} encodes; ` +
+        `input stays at or above ${VISUALLY_LOSSLESS_SSIM} (visually lossless), found in at most ${SIMILARITY_PROBES + 1} encodes ` +
+        `(from ${SAMPLED_MIN_MP} megapixels, probes of crops and at most ${SAMPLED_FULL_ENCODES + 1} of the whole image); ` +
         '`result.quality` and `result.ssim` say what was chosen.',
     },
     targetSize: { type: 'integer', minimum: 1, description: 'Largest acceptable output, in bytes (exclusive with quality and lossless).' },
@@ -59,12 +63,23 @@ export const compress: Operation<typeof optionsSchema> = {
   summary: 'Compress an image',
   description:
     'Re-encodes the image smaller: mozjpeg for JPEG, a quantised palette for PNG, tuned WebP/AVIF. ' +
-    '`targetSize` searches the quality for the largest output that fits (`result.quality` reports it); without a fit the task fails with TARGET_SIZE_UNREACHABLE. ' +
+    '`targetSize` searches the quality for the largest output that fits (`result.quality` reports it): a bisection of up to 7 encodes, ' +
+    `or, for a still image of ${SAMPLED_MIN_MP} megapixels or more to JPEG, WebP, AVIF, JPEG XL or TIFF, one on ${SAMPLED_CROPS} crops of it whose bytes ` +
+    `foretell the whole's, corrected by up to ${SAMPLED_FULL_ENCODES} encodes of the whole and closed by a bisection of what is left; ` +
+    'without a fit the task fails with TARGET_SIZE_UNREACHABLE, and when the time limit stops it early, the largest fitting output found is the answer. ' +
     'Never larger than the input in the same format: when re-encoding does not help, the output is a lossless rewrite (PNG) or, failing that, ' +
     "the input's bytes as they are (metadata included), and `result.savedBytes` is 0. " +
     '`quality: "auto"` searches the quality for the smallest output whose SSIM (luma, full resolution up to ' +
     `${SIMILARITY_MAX_PIXELS / 1e6} megapixels, both sides reduced past that) to the input is at least ${VISUALLY_LOSSLESS_SSIM}, ` +
-    'lossless where no quality keeps it and the format can be; `result.quality` (absent when lossless) and `result.ssim` report it.',
+    'lossless where no quality keeps it and the format can be; `result.quality` (absent when lossless) and `result.ssim` report it. ' +
+    `A still image of ${SAMPLED_MIN_MP} megapixels or more to JPEG, WebP, AVIF, JPEG XL or TIFF is searched on ${SAMPLED_CROPS} full-resolution crops ` +
+    '(about 1 megapixel, compared at the reduction the whole image is), then encoded whole at the quality chosen and measured: `result.ssim` ' +
+    "is always the output's own. Where the whole misses the threshold (or clears it by more than the crops said), the crops are searched " +
+    `again with the difference seen, and the whole encoded again: at most ${SAMPLED_FULL_ENCODES} times, plus one lossless encode where no quality keeps it. ` +
+    'Both searches report `progress` after each encode, and neither starts an encode it cannot finish before the time limit ' +
+    '(`TASK_TIMEOUT_SECONDS`), foretold from the ones before it: when the first encode of the whole image cannot fit, the task fails ' +
+    'with PROCESSING_TIMEOUT at once (within seconds, not at the limit; a fixed `quality` needs one encode), and when a later one cannot, ' +
+    'the best output measured is the answer — `result.ssim` then says how close it came (it may be just below the threshold).',
   accepts: 'image',
   batch: true,
   example: { quality: 75, format: 'webp' },

@@ -21,8 +21,12 @@ export function formatOf(file: string): string | undefined {
   }
 }
 
-/** compress.run on `file` with `options`, on the Max plan's limits. */
-export async function compressFile(file: string, options: Record<string, unknown> = {}): Promise<OperationResult> {
+/** compress.run on `file` with `options`, on the Max plan's limits; `progress` hears what the task would report. */
+export async function compressFile(
+  file: string,
+  options: Record<string, unknown> = {},
+  progress?: (percent: number) => void,
+): Promise<OperationResult> {
   const format = formatOf(file);
   if (!format) throw new Error(`${file} is not an accepted format`);
   const meta = await sharp(file, { limitInputPixels: false })
@@ -39,14 +43,20 @@ export async function compressFile(file: string, options: Record<string, unknown
   } as FileRecord;
   const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'imgapi-compress-'));
   try {
-    return await runCompress(record, file, options, tmpDir);
+    return await runCompress(record, file, options, tmpDir, progress);
   } finally {
     fs.rmSync(tmpDir, { recursive: true, force: true });
   }
 }
 
 /** compress.run on the stored file `record` at `file`, as the worker calls it, on the Max plan's limits. */
-export function runCompress(record: FileRecord, file: string, options: Record<string, unknown>, tmpDir: string): Promise<OperationResult> {
+export function runCompress(
+  record: FileRecord,
+  file: string,
+  options: Record<string, unknown>,
+  tmpDir: string,
+  progress: (percent: number) => void = () => {},
+): Promise<OperationResult> {
   return compress.run({
     taskId: 'task_test',
     options: options as never,
@@ -55,7 +65,7 @@ export function runCompress(record: FileRecord, file: string, options: Record<st
     deadline: Date.now() + 600_000,
     signal: new AbortController().signal,
     tmpDir,
-    progress: () => {},
+    progress,
     // No LibreOffice, poppler or ffmpeg: an image job reads `ffmpeg` only for AVIF image sequences.
     documents: { ffmpeg: undefined } as never,
   });

@@ -11,7 +11,8 @@
 //   the Operation sees the FileRecord the worker would hand it.
 // - `options`: the kind's options, as the request body has them (without fileId/fileIds).
 // - `plan` (default 'max'): whose limits apply; `extraFiles`: files the options name by id (a
-//   watermark's logoFileId), as { fileId: path or bytes }.
+//   watermark's logoFileId), as { fileId: path or bytes }; `progress`: hears the progress the
+//   task reports.
 // - Answers the Operation's own result, every output's bytes (`outputs`; `output` is the first)
 //   and sharp's metadata of the first (`meta`, every frame read). A task failure throws the
 //   Operation's TaskError: `await assert.rejects(h.run(…), { code: 'INVALID_OPTIONS' })`.
@@ -41,6 +42,8 @@ export interface RunOptions {
   extraFiles?: Record<string, Input>;
   /** Aborts the run as a cancel or a lost lease does. */
   signal?: AbortSignal;
+  /** Hears the progress the task reports, as the worker's heartbeat would. */
+  progress?: (percent: number) => void;
 }
 
 export interface Ran {
@@ -151,7 +154,7 @@ export function operationHarness(): OperationHarness {
           deadline: Date.now() + 600_000,
           signal: more.signal ?? new AbortController().signal,
           tmpDir,
-          progress: () => {},
+          progress: more.progress ?? (() => {}),
           get documents() {
             return tools();
           },

@@ -28,6 +28,7 @@ import { loadAverage, MiB } from './lib/proc.js';
 import { meetsTarget, type BenchContext, type Row, type Scenario, type ScenarioResult } from './lib/types.js';
 import { resizeThroughput } from './scenarios/resize-throughput.js';
 import { compressionScenario } from './scenarios/compression.js';
+import { compressSearchScenario } from './scenarios/compress-search.js';
 import { statusPolls } from './scenarios/status-polls.js';
 import { queuePickup } from './scenarios/queue-pickup.js';
 import { soakScenario } from './scenarios/soak.js';
@@ -69,6 +70,7 @@ const scenarios: Scenario[] = [
   presentationBench,
   pdfScenario,
   compressionScenario,
+  compressSearchScenario,
   jxlScenario,
   textScenario('presign', "Presigned PUT of the Max plan's largest file: API RSS growth (target < 64 MiB) and throughput", presignScenario),
   textScenario('preview', '16 parallel previews of a 256 MP PNG: API RSS growth, time, answers (503 past the preview queue)', () =>

@@ -357,7 +357,8 @@ function TaskResult({ run, task, entry, rich }: { run: RunRecord; task: ApiTask 
   const result = task?.result;
   const sameShape =
     input?.width && input.height && result?.width && result.height && Math.abs(input.width / input.height - result.width / result.height) < 0.02;
-  const isImage = result && !['pdf', 'zip'].includes(result.format);
+  // An image output has pixels to show (a PDF or a ZIP of pages has no width).
+  const isImage = result?.width !== undefined;
   return (
     <li data-task-id={entry.taskId} data-status={status}>
       <div className="result-head">
@@ -519,7 +520,8 @@ function LogoPicker(props: { id: string; value: string; onChange: (value: string
   const [error, setError] = useState<unknown>();
   const input = useRef<HTMLInputElement>(null);
   const files = [...extra, ...(list.data?.files ?? []).filter((f) => !extra.some((e) => e.fileId === f.fileId))].filter(
-    (f) => !['pptx', 'ppsx', 'ppt', 'odp', 'pdf', 'zip'].includes(f.format),
+    // An image, by the media type the service read from its bytes (never a document or a ZIP).
+    (f) => f.mimeType.startsWith('image/'),
   );
   const upload = async (file: File) => {
     setUploading(true);

@@ -378,9 +378,7 @@ const ROWS: HostileRow[] = [
   ]),
 ];
 
-// Rows in waves of four: both worker slots stay busy and the server is checked once per wave
-// (a stray file or an error log is pinned on the wave's rows, not on one row).
-for (const dialect of DIALECTS) describeHostileTable('hostile inputs', ROWS, dialect, { waveSize: 4 });
+for (const dialect of DIALECTS) describeHostileTable('hostile inputs', ROWS, dialect);
 
 // Delivery URLs (/r/…): the same damaged images through a render, hostile URLs and a hostile
 // origin. Every one is a 4xx (or 502 for the origin's own faults) with the contract's code,

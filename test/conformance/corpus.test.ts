@@ -8,7 +8,9 @@
 // Never a 5xx. Prints a table of counts per kind and outcome.
 //
 // In `npm test`: a sample of the corpus — every file of a format-and-expectation group of up to
-// six, else six spread across the group (its first, its last, four between), 54 of 289 files.
+// six, else six spread across the group (its first, its last, four between), 54 of 289 files —
+// all uploaded, and each accepted file run through a rotating third of the kinds: within a group,
+// its files take turns (a group of one runs every kind), so every kind still meets every group.
 // The whole corpus (IMGAPI_CONFORMANCE=full) is `npm run bench conformance` (bench/scenarios/
 // conformance.ts): the same checks, more than ten minutes on a 2-core machine.
 import assert from 'node:assert/strict';
@@ -48,6 +50,27 @@ function sample(entries: Entry[]): Entry[] {
 }
 
 const manifest = FULL ? corpus : sample(corpus);
+/** In the sample, each accepted file runs every ROTATION-th kind (see `rotation`); the full run, every kind. */
+const ROTATION = FULL ? 1 : 3;
+const groupOf = (entry: Entry): string => `${entry.format}/${entry.expect}`;
+
+/**
+ * Which kinds each file runs: in a group of n accepted files, the i-th runs the kinds k with
+ * (k + the group's ordinal) % r == i % r, r = min(n, ROTATION). Every kind meets every group; a
+ * group's offset varies so the same kinds do not always meet the first file of a group.
+ */
+function rotation<T extends { entry: Entry }>(files: T[], kinds: number): T[][] {
+  const groups = new Map<string, T[]>();
+  for (const f of files) groups.set(groupOf(f.entry), [...(groups.get(groupOf(f.entry)) ?? []), f]);
+  const runs = new Set<string>();
+  [...groups.values()].forEach((group, ordinal) => {
+    const r = Math.min(group.length, ROTATION);
+    group.forEach((_, i) => {
+      for (let k = 0; k < kinds; k++) if ((k + ordinal) % r === i % r) runs.add(`${k}:${group[i]!.entry.path}`);
+    });
+  });
+  return Array.from({ length: kinds }, (_, k) => files.filter((f) => runs.has(`${k}:${f.entry.path}`)));
+}
 const MAX = DEFAULT_PLANS.max;
 // The format table's facts (src/imaging/formats.ts), not a copy of them.
 const WRITABLE: ReadonlySet<string> = new Set(OUTPUT_FORMATS);
@@ -125,10 +148,12 @@ function count(kind: string, outcome: string) {
   outcomes.set(kind, row);
 }
 
-describe(`corpus conformance (sqlite, max plan, ${FULL ? 'every image' : `${manifest.length} of ${corpus.length} images`})`, () => {
+describe(`corpus conformance (sqlite, max plan, ${FULL ? 'every image' : `${manifest.length} of ${corpus.length} images, each through a third of the kinds`})`, () => {
   let server: TestServer;
   let client: Client;
   const uploaded: Uploaded[] = [];
+  /** The accepted files each kind runs, by the kind's index in KINDS. */
+  const filesOf: Uploaded[][] = [];
   const problems: string[] = [];
 
   before(async () => {
@@ -172,11 +197,16 @@ describe(`corpus conformance (sqlite, max plan, ${FULL ? 'every image' : `${mani
       count('upload', `${entry.expect}:${response.status}`);
     }
     assert.deepEqual(problems, []);
+    filesOf.push(...rotation(uploaded, KINDS.length));
+    // Every kind meets every format-and-expectation group that has an accepted file.
+    const groups = new Set(uploaded.map((f) => groupOf(f.entry)));
+    for (const [k, files] of filesOf.entries()) assert.deepEqual(new Set(files.map((f) => groupOf(f.entry))), groups, KINDS[k]!.kind);
   });
 
-  for (const spec of KINDS) {
+  for (const [k, spec] of KINDS.entries()) {
     it(`batch ${spec.kind}: every output decodes with the expected format and size, or fails with a code`, async () => {
-      const files = uploaded;
+      const files = filesOf[k] ?? [];
+      assert.ok(files.length > 0, 'no accepted file to run');
       const failures: string[] = [];
       for (let start = 0; start < files.length; start += MAX.batchSize) {
         const chunk = files.slice(start, start + MAX.batchSize);

@@ -83,16 +83,18 @@ describe(
           keys.push((await createApiKey(services.database, services.clock, account.id, 'stress')).key);
         }
 
+        // The processes' sessions are named, so the test can see them all gone before reading statistics.
+        const procEnv = { ...env, DATABASE_URL: `${database.url}?application_name=imgapi-stress` };
         const ports = [await freePort(), await freePort()];
         const apis = ports.map((port, i) =>
           startProc(`api${i + 1}`, ['serve', '--role', 'api'], {
-            ...env,
+            ...procEnv,
             PORT: String(port),
             HOST: '127.0.0.1',
             PUBLIC_URL: `http://127.0.0.1:${port}`,
           }),
         );
-        const workers = [1, 2].map((i) => startProc(`worker${i}`, ['worker'], { ...env, LOG_LEVEL: 'info' }));
+        const workers = [1, 2].map((i) => startProc(`worker${i}`, ['worker'], { ...procEnv, LOG_LEVEL: 'info' }));
         procs.push(...apis, ...workers);
         await Promise.all([...apis.map((p, i) => waitServing(p, `http://127.0.0.1:${ports[i]}`)), ...workers.map((w) => waitWorking(w))]);
         const startedIn = Date.now() - started;
@@ -185,7 +187,22 @@ describe(
           for (const proc of procs) if (!proc.alive()) throw new Error(`${proc.name} exited: ${proc.output().slice(-3000)}`);
           return (await open()) === 0 ? true : undefined;
         });
-        await sleep(1500); // the statistics below are flushed about once a second
+        // Graceful shutdown (SIGTERM, exit 0); a backend writes its statistics out as it exits, so
+        // once no session of the processes is left PostgreSQL's counts below are whole.
+        const sessions = async () =>
+          Number(
+            (
+              await sql<{ n: string }>`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'imgapi-stress'`.execute(
+                services.database.db,
+              )
+            ).rows[0]!.n,
+          );
+        assert.ok((await sessions()) > 0, 'the processes name their sessions (else waiting for them to close proves nothing)');
+        for (const proc of procs) proc.child.kill('SIGTERM');
+        const exits = await Promise.all(procs.map((p) => p.exited));
+        for (const [i, exit] of exits.entries())
+          assert.deepEqual(exit, { code: 0, signal: null }, `${procs[i]!.name}: ${procs[i]!.output().slice(-2000)}`);
+        await waitFor("the processes' sessions to close", 30_000, async () => ((await sessions()) === 0 ? true : undefined));
         const counts = await services.database.db
           .selectFrom('tasks')
           .select(['status', (eb) => eb.fn.countAll().as('n')])
@@ -217,11 +234,6 @@ describe(
           'tasks fail only for want of storage',
         );
         assert.deepEqual(await ledgerMismatches(services.database.db), [], 'storage used = live files + open reservations');
-
-        for (const proc of procs) proc.child.kill('SIGTERM');
-        const exits = await Promise.all(procs.map((p) => p.exited));
-        for (const [i, exit] of exits.entries())
-          assert.deepEqual(exit, { code: 0, signal: null }, `${procs[i]!.name}: ${procs[i]!.output().slice(-2000)}`);
       },
     );
   },

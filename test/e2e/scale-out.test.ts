@@ -1,6 +1,6 @@
 // Scale-out on one machine: PostgreSQL and an S3 server (s3rver) shared by two API-only
 // processes (`serve --role api`) and two worker processes (`worker`), each with a DATA_DIR of
-// its own. 1,000 small tasks are queued through both APIs; one worker is killed with SIGKILL in
+// its own. 400 small tasks are queued through both APIs; one worker is killed with SIGKILL in
 // the middle. Every task must complete exactly once: one output row and one output object each,
 // none lost, none duplicated. Prints the throughput and how many tasks were claimed again.
 //
@@ -11,14 +11,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { Client, DIALECTS, REPO_ROOT, corpusFile, freshDatabase, sleep, tempDir } from '../helpers.js';
+import { Client, DIALECTS, REPO_ROOT, corpusFile, freshDatabase, tempDir } from '../helpers.js';
 import { startS3rver, type S3Server } from '../s3rver.js';
 import { BUILT_MAIN, freePort, startProc, waitFor, type Proc } from './processes.js';
 
-const TASKS = 1000;
+const TASKS = 400;
 const FILES = 10;
 const BATCH = 100;
-const KILL_AFTER_COMPLETED = 300;
+const KILL_AFTER_COMPLETED = 120;
 const LEASE_SECONDS = 3;
 /** Slow on purpose: idle workers must be woken by NOTIFY from the API processes, not by polling. */
 const POLL_MS = 20_000;
@@ -117,7 +117,15 @@ describe(
           'build',
         ),
       );
-      const workers = [1, 2].map((i) => startProc(`worker${i}`, ['worker'], envFor(`worker${i}`, { LOG_LEVEL: 'info' }), 'build'));
+      // The victim's connections carry a name of their own, so the test can see them gone after the kill.
+      const workers = [1, 2].map((i) =>
+        startProc(
+          `worker${i}`,
+          ['worker'],
+          envFor(`worker${i}`, { LOG_LEVEL: 'info', DATABASE_URL: `${database.url}?application_name=imgapi-worker${i}` }),
+          'build',
+        ),
+      );
       procs.push(...apis, ...workers);
       const clients = ports.map((port) => new Client(`http://127.0.0.1:${port}`, key));
       for (const [i, client] of clients.entries()) {
@@ -162,9 +170,14 @@ describe(
         (await count("status = 'completed'")) >= KILL_AFTER_COMPLETED ? true : undefined,
       );
       const victim = workers[0]!;
+      const sessions = async () =>
+        Number((await db.query('SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1', ['imgapi-worker1'])).rows[0].n);
+      assert.ok((await sessions()) > 0, 'worker1 has sessions named after it (else waiting for them to close proves nothing)');
       victim.child.kill('SIGKILL');
       await victim.exited;
-      await sleep(300); // a COMMIT already on the wire lands or not; nothing more comes from it
+      // A COMMIT already on the wire lands or not: once PostgreSQL has closed every session of the
+      // victim, nothing more comes from it.
+      await waitFor("the killed worker's sessions to close", 30_000, async () => ((await sessions()) === 0 ? true : undefined));
       const orphaned = (await db.query("SELECT id FROM tasks WHERE status = 'processing' AND lease_owner = $1", [workerIds[0]])).rows.map(
         (r) => r.id as string,
       );

@@ -425,8 +425,23 @@ for (const dialect of DIALECTS) {
             try {
               await other.query('BEGIN');
               await other.query(`UPDATE tasks SET status = 'canceled', lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`, [id]);
+              const blocker: number = (await other.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
               const pending = run();
-              await sleep(300);
+              // Commit only once the worker's transaction waits on the cancel's row lock.
+              const watcher = new pg.Client({ connectionString: server.databaseUrl });
+              await watcher.connect();
+              try {
+                const deadline = Date.now() + 10_000;
+                while (
+                  (await watcher.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))', [blocker])).rows[0]
+                    .n === 0
+                ) {
+                  assert.ok(Date.now() < deadline, "the worker's transaction never waited for the cancel");
+                  await sleep(10);
+                }
+              } finally {
+                await watcher.end();
+              }
               await other.query('COMMIT');
               outcome = await pending;
             } finally {

@@ -83,7 +83,7 @@ export function operationHarness(): OperationHarness {
     const limits = DEFAULT_PLANS[plan];
     const name = typeof input === 'string' ? path.basename(input) : `output-${ids + 1}`;
     const body = typeof input === 'string' ? fs.createReadStream(input) : Readable.from([input]);
-    const stored = await storeUpload(storage, body, name, limits);
+    const stored = await storeUpload(storage, body, name, limits, undefined, { sha256: false });
     const now = Date.now();
     const file: FileRecord = {
       id: `file_op${++ids}`,

@@ -10,7 +10,7 @@ import type { Size } from '../imaging/geometry.js';
 import { outputFrames } from '../imaging/limits.js';
 import type { Transform } from '../imaging/pipeline.js';
 import { superResolve, type SuperResolved } from '../imaging/super-resolution/engine.js';
-import type { FieldError, StepEnv } from './types.js';
+import { scratchDirOf, type FieldError, type StepEnv } from './types.js';
 
 export const UPSCALE_MODELS = ['lanczos', 'esrgan'] as const;
 
@@ -63,12 +63,14 @@ export function aiUpscaleTransform(env: StepEnv, sizeOf: (source: Size) => Size)
     if (firstFrame) throw new TaskError('INVALID_OPTIONS', 'model: esrgan does not upscale animations', false, { field: 'model' });
     const refused = refusal(source.width * source.height, env.limits);
     if (refused) throw new TaskError('IMAGE_TOO_LARGE', refused, false, { field: 'model' });
-    done ??= superResolve(image, sizeOf(source), {
-      tmpDir: env.task.tmpDir,
-      signal: env.task.signal,
-      // The tiles are most of the work; the encode after them is the rest.
-      progress: (tiles, total) => env.task.progress(Math.floor((tiles / total) * 95)),
-    });
+    done ??= scratchDirOf(env.task).then((tmpDir) =>
+      superResolve(image, sizeOf(source), {
+        tmpDir,
+        signal: env.task.signal,
+        // The tiles are most of the work; the encode after them is the rest.
+        progress: (tiles, total) => env.task.progress(Math.floor((tiles / total) * 95)),
+      }),
+    );
     return (await done).open();
   };
 }

@@ -54,7 +54,7 @@ export function runCompress(record: FileRecord, file: string, options: Record<st
     limits: DEFAULT_PLANS.max,
     deadline: Date.now() + 600_000,
     signal: new AbortController().signal,
-    tmpDir,
+    scratchDir: async () => tmpDir,
     progress: () => {},
     // No LibreOffice, poppler or ffmpeg: an image job reads `ffmpeg` only for AVIF image sequences.
     documents: { ffmpeg: undefined } as never,

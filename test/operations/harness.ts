@@ -150,7 +150,7 @@ export function operationHarness(): OperationHarness {
           limits: DEFAULT_PLANS[plan],
           deadline: Date.now() + 600_000,
           signal: more.signal ?? new AbortController().signal,
-          tmpDir,
+          scratchDir: async () => tmpDir,
           progress: () => {},
           get documents() {
             return tools();

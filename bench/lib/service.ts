@@ -1,8 +1,11 @@
 // The service under test as a child process — `node dist/src/main.js serve` on SQLite in a temp
-// DATA_DIR — so its memory and CPU are measured apart from the bench's own HTTP client.
+// DATA_DIR — so its memory and CPU are measured apart from the bench's own HTTP client. It runs on
+// the allocator `npm start` gives it (scripts/start.mjs: jemalloc preloaded when installed);
+// IMGAPI_JEMALLOC=0 in its environment keeps glibc's.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { findJemalloc, serverEnvironment } from '../../scripts/start.mjs';
 import { sleep } from './pool.js';
 import { freePort } from '../../test/e2e/processes.js';
 
@@ -53,7 +56,8 @@ export function distIsStale(repoRoot: string): string | undefined {
 /** Only what the service needs from our environment: no stray DATABASE_URL, WORKER_CONCURRENCY… */
 function baseEnv(): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const name of ['PATH', 'HOME', 'TMPDIR', 'LANG', 'LC_ALL', 'TZ']) {
+  // IMGAPI_JEMALLOC=0: the whole bench on glibc's allocator (the baselines too: lib/worker-process.ts).
+  for (const name of ['PATH', 'HOME', 'TMPDIR', 'LANG', 'LC_ALL', 'TZ', 'IMGAPI_JEMALLOC']) {
     const value = process.env[name];
     if (value !== undefined) env[name] = value;
   }
@@ -65,15 +69,18 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const dataDir = path.join(options.dir, 'data');
   fs.mkdirSync(dataDir, { recursive: true });
   const port = await freePort();
-  const env: Record<string, string> = {
-    ...baseEnv(),
-    DATA_DIR: dataDir,
-    DATABASE_URL: `sqlite:${path.join(dataDir, 'imgapi.db')}`,
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    LOG_LEVEL: 'silent',
-    ...options.env,
-  };
+  const env = serverEnvironment(
+    {
+      ...baseEnv(),
+      DATA_DIR: dataDir,
+      DATABASE_URL: `sqlite:${path.join(dataDir, 'imgapi.db')}`,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'silent',
+      ...options.env,
+    },
+    findJemalloc(),
+  ) as Record<string, string>;
   if (options.plans) {
     env.PLANS_FILE = path.join(options.dir, 'plans.json');
     fs.writeFileSync(env.PLANS_FILE, JSON.stringify(options.plans));

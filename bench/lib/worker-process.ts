@@ -3,6 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
+import { findJemalloc, serverEnvironment } from '../../scripts/start.mjs';
 import type { BenchContext } from './types.js';
 
 export interface WorkerProcess {
@@ -16,7 +17,9 @@ export interface WorkerProcess {
 }
 
 /**
- * Starts `bench/workers/<script>` and waits for its first line. `stop` sends `quit` — the line
+ * Starts `bench/workers/<script>` and waits for its first line. It runs on the allocator the
+ * service runs on (lib/service.ts: jemalloc when installed, as `npm start` preloads it), so a
+ * baseline's libvips threads allocate as the service's do. `stop` sends `quit` — the line
  * `exit` for workers that read commands, else SIGTERM — then SIGKILL after 5 s; it is also run
  * at the bench's cleanup.
  */
@@ -28,6 +31,7 @@ export async function startWorkerProcess(
 ): Promise<WorkerProcess> {
   const child: ChildProcess = spawn(process.execPath, [path.join(ctx.repoRoot, 'bench', 'workers', script), ...args], {
     cwd: ctx.repoRoot,
+    env: serverEnvironment(process.env, findJemalloc()),
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let stderr = '';

@@ -146,6 +146,15 @@ function read(file: string): { bytes: Buffer; multipart: PreparedUpload } {
   return { bytes, multipart: prepareMultipart(bytes, path.basename(file), 'image/jpeg') };
 }
 
+/** Which allocator the process runs on: jemalloc when it is mapped (preloaded as `npm start` does), else glibc's. */
+const allocatorOf = (pid: number): string => {
+  try {
+    return /libjemalloc/.test(fs.readFileSync(`/proc/${pid}/maps`, 'utf8')) ? 'jemalloc' : 'glibc malloc';
+  } catch {
+    return 'allocator unknown';
+  }
+};
+
 const isWebp = (b: Buffer) => b.length > 12 && b.toString('latin1', 0, 4) === 'RIFF' && b.toString('latin1', 8, 12) === 'WEBP';
 const isJpeg = (b: Buffer) => b.length > 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff;
 const isFormat = (b: Buffer, format: Workload['format']) => (format === 'webp' ? isWebp(b) : isJpeg(b));
@@ -451,7 +460,7 @@ export const resizeThroughput: Scenario = {
     const bare = await startBare(ctx, input);
     cleanups.push(() => bare.stop());
     report.push(
-      `bare sharp: child process pid ${bare.pid}, sharp ${bare.info.sharp} / libvips ${bare.info.vips}, sharp.concurrency() = ${bare.info.concurrency}, ` +
+      `bare sharp: child process pid ${bare.pid}, ${allocatorOf(bare.pid)}, sharp ${bare.info.sharp} / libvips ${bare.info.vips}, sharp.concurrency() = ${bare.info.concurrency}, ` +
         `libuv threadpool ${process.env.UV_THREADPOOL_SIZE || 4} (at most that many images at once)`,
     );
 
@@ -470,7 +479,7 @@ export const resizeThroughput: Scenario = {
     const client = new ApiClient(service.url, service.key);
     const workerConcurrency = Number(service.env.WORKER_CONCURRENCY ?? os.availableParallelism());
     report.push(
-      `service: child process pid ${service.pid}, SQLite, WORKER_CONCURRENCY ${service.env.WORKER_CONCURRENCY ?? `default = ${workerConcurrency} CPUs`}` +
+      `service: child process pid ${service.pid}, ${allocatorOf(service.pid)}, SQLite, WORKER_CONCURRENCY ${service.env.WORKER_CONCURRENCY ?? `default = ${workerConcurrency} CPUs`}` +
         `${Object.keys(serviceEnv).length ? `, BENCH_SERVICE_ENV ${JSON.stringify(serviceEnv)}` : ''}; the HTTP client runs in the bench process`,
     );
     ctx.log('warming up the service');

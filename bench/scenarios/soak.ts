@@ -81,7 +81,8 @@ async function soak(
   checkpoint: number,
   files: Input[],
 ) {
-  const env: Record<string, string> = library ? { LD_PRELOAD: library } : {};
+  // startService preloads jemalloc unless told not to.
+  const env: Record<string, string> = library ? { LD_PRELOAD: library } : { IMGAPI_JEMALLOC: '0' };
   const service = await startService({ repoRoot: ctx.repoRoot, dir: `${ctx.tmpDir}/${allocator}`, plans: PLANS, env });
   ctx.onCleanup(() => service.stop());
   const client = new ApiClient(service.url, service.key);

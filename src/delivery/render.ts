@@ -111,7 +111,7 @@ export async function render(job: RenderJob): Promise<EncodedImage> {
   const env: StepEnv = {
     limits: job.limits,
     format: format ?? job.inputFormat,
-    task: { tmpDir: job.tmpDir, signal: job.signal, progress: () => {}, deadline: job.deadline },
+    task: { scratchDir: async () => job.tmpDir, signal: job.signal, progress: () => {}, deadline: job.deadline },
     file() {
       throw new TaskError('INPUT_MISSING', 'A delivery render reads one source');
     },

@@ -206,7 +206,12 @@ export async function inspectStoredObject(
   // A GIF or WebP larger than the head: its frames are counted over the whole object.
   const frames = object.size > head.length && countedKind(head) ? await countFrames(await storage.get(object.key)) : undefined;
   const identified = await identify(storage, object.key, object.size, head, object.filename, frames, pdfPages);
-  // The bytes were not streamed through this service to hash them; a file's bytes never change,
-  // so its id is as strong a validator.
-  return { fileId: object.fileId, key: object.key, size: object.size, etag: sha256Hex(object.fileId).slice(0, 32), ...identified };
+  return { fileId: object.fileId, key: object.key, size: object.size, etag: uploadEtag(object.fileId), ...identified };
 }
+
+/**
+ * An uploaded file's ETag. Its bytes never change and its id is never reused, so the id is as
+ * strong a validator as a hash of the bytes, without reading them again (issue #28). Outputs
+ * hash their bytes instead (worker/outputs.ts): a task run twice rewrites its output keys.
+ */
+export const uploadEtag = (fileId: string): string => sha256Hex(fileId).slice(0, 32);

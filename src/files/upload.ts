@@ -1,5 +1,5 @@
 // Uploads: the bytes streamed to storage while a meter counts them (the plan's size limit holds
-// while streaming) and hashes them, then recorded. What the file is, is identify.ts's one step,
+// while streaming) and, when asked (an Idempotency-Key's fingerprint), hashes them, then recorded. What the file is, is identify.ts's one step,
 // shared with direct uploads: the meter asks it of the first bytes, refusing an unknown type
 // before the rest of the body is stored, and of the stored object once it is whole.
 import crypto from 'node:crypto';
@@ -16,7 +16,7 @@ import type { FileRecord } from './files.js';
 import { hashFileOffThread } from './file-hash.js';
 import { FrameCounter } from '../imaging/frame-count.js';
 import type { PdfPageCounter } from '../documents/pdf.js';
-import { fileTooLarge, identify, identifyHead, PROBE_BYTES, type StoredUpload } from './identify.js';
+import { fileTooLarge, identify, identifyHead, PROBE_BYTES, uploadEtag, type StoredUpload } from './identify.js';
 
 export class UploadMeter extends Transform {
   size = 0;
@@ -89,6 +89,8 @@ export class UploadMeter extends Transform {
 /**
  * Streams the body into storage under a fresh id. Nothing is left behind when it fails, nor
  * when the body ends unfinished (its client went away): the storage write fails with it.
+ * `sha256` only when asked: the ETag comes from the id, so only an Idempotency-Key's
+ * fingerprint needs the bytes' hash.
  */
 export async function storeUpload(
   storage: ObjectStorage,
@@ -96,13 +98,14 @@ export async function storeUpload(
   filename: string | undefined,
   limits: PlanLimits,
   /** A PDF's page count (pdfinfo); without it a PDF is stored without `pages`. */
-  pdfPages?: PdfPageCounter,
-): Promise<StoredUpload & { sha256: string }> {
+  pdfPages: PdfPageCounter | undefined,
+  options: { sha256: boolean },
+): Promise<StoredUpload & { sha256: string | undefined }> {
   const fileId = newId('file');
   const key = uploadKey(fileId);
   // On local disk the stored file is hashed afterwards on a thread of its own, not on the event loop as it streams.
-  const localFile = storage.localPath?.(key);
-  const meter = new UploadMeter(limits.maxFileBytes, { hash: localFile === undefined });
+  const localFile = options.sha256 ? storage.localPath?.(key) : undefined;
+  const meter = new UploadMeter(limits.maxFileBytes, { hash: options.sha256 && localFile === undefined });
   try {
     // pipeline, not pipe: a body destroyed half-way (a client that disconnected) fails the
     // meter and so the write, which then removes its temporary file and closes it.
@@ -118,9 +121,9 @@ export async function storeUpload(
   try {
     const [identified, sha256] = await Promise.all([
       identify(storage, key, meter.size, meter.head, filename, meter.frameCounter.result(), pdfPages),
-      localFile === undefined ? meter.sha256! : storedSha256(localFile, meter.size),
+      localFile === undefined ? meter.sha256 : storedSha256(localFile, meter.size),
     ]);
-    return { fileId, key, size: meter.size, sha256, etag: sha256.slice(0, 32), ...identified };
+    return { fileId, key, size: meter.size, sha256, etag: uploadEtag(fileId), ...identified };
   } catch (err) {
     await storage.delete(key).catch(() => {});
     throw err;

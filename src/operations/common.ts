@@ -158,7 +158,7 @@ export async function runSingleImage<O extends Omit<ImageOutputOptions, 'quality
   const env: StepEnv = {
     limits: ctx.limits,
     format: ctx.options.format ?? defaultOutputFormat(input.file.format, true),
-    task: { tmpDir: ctx.tmpDir, signal: ctx.signal, progress: ctx.progress, deadline: ctx.deadline },
+    task: { scratchDir: ctx.scratchDir, signal: ctx.signal, progress: ctx.progress, deadline: ctx.deadline },
     file(fileId) {
       const file = ctx.inputs.find((i) => i.file.id === fileId);
       if (!file) throw new TaskError('INPUT_MISSING', `The file ${fileId} the options name is not among the task's inputs`);

@@ -108,7 +108,7 @@ export const pdfToImages: Operation<typeof optionsSchema> = {
         format,
         filename: input.file.filename,
         noun: 'page',
-        tmpDir: ctx.tmpDir,
+        tmpDir: await ctx.scratchDir(),
         limits,
         progress: (fraction) => ctx.progress(10 + Math.round(85 * fraction)),
       });

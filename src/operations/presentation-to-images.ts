@@ -83,7 +83,7 @@ export const presentationToImages: Operation<typeof optionsSchema> = {
       if (identified.format !== 'ppt') {
         const { svgParts } = await verifyZipExpansion(input.path, ctx.signal);
         if (svgParts.size > 0) {
-          deck = path.join(ctx.tmpDir, `svg-safe.${input.file.format}`);
+          deck = path.join(await ctx.scratchDir(), `svg-safe.${input.file.format}`);
           await rewriteSvgParts(input.path, svgParts, deck, ctx.limits.maxPixels, ctx.signal);
         }
       }
@@ -94,7 +94,7 @@ export const presentationToImages: Operation<typeof optionsSchema> = {
     if (!poppler.available()) throw new PopplerMissing('pdftoppm');
     ctx.progress(5);
 
-    const { pdfPath } = await libreoffice.toPdf(deck, extensionOf(input.file.format), ctx.tmpDir, limits);
+    const { pdfPath } = await libreoffice.toPdf(deck, extensionOf(input.file.format), await ctx.scratchDir(), limits);
     ctx.progress(50);
     const info = await poppler.info(pdfPath, limits);
     if (info.pages < 1) throw new TaskError('CONVERSION_FAILED', 'LibreOffice produced a PDF without pages');
@@ -112,7 +112,7 @@ export const presentationToImages: Operation<typeof optionsSchema> = {
       format,
       filename: input.file.filename,
       noun: 'slide',
-      tmpDir: ctx.tmpDir,
+      tmpDir: await ctx.scratchDir(),
       limits,
       progress: (fraction) => ctx.progress(50 + Math.round(45 * fraction)),
     });

@@ -54,14 +54,18 @@ export interface OperationContext<O> {
   deadline: number;
   /** Aborted when the task is canceled or its lease is lost. */
   signal: AbortSignal;
-  tmpDir: string;
+  /**
+   * The task's scratch directory, made on the first call (most image jobs never need one: their
+   * bytes stay in memory) and removed with what it holds when the task ends.
+   */
+  scratchDir(): Promise<string>;
   progress(percent: number): void;
   /** LibreOffice and poppler, for the document kinds. */
   documents: DocumentTools;
 }
 
 /**
- * One output file: its bytes in memory (`data`), or a file under the task's tmpDir (`path`),
+ * One output file: its bytes in memory (`data`), or a file under the task's scratchDir (`path`),
  * which is streamed to storage — large outputs (a deck's ZIP) are never held whole.
  */
 export type OperationOutput = OutputMeta & ({ data: Buffer; path?: undefined } | { path: string; data?: undefined });
@@ -92,7 +96,7 @@ export interface StepEnv {
   /** A file the options name (a watermark's logo), as the task holds it. */
   file(fileId: string): InputFile;
   /** The task's scratch directory, its cancel signal, deadline and progress: for long steps (an AI upscale, adjust's chain). */
-  task: Pick<OperationContext<unknown>, 'tmpDir' | 'signal' | 'progress' | 'deadline'>;
+  task: Pick<OperationContext<unknown>, 'signal' | 'progress' | 'deadline' | 'scratchDir'>;
 }
 
 /**

@@ -63,12 +63,14 @@ export function aiUpscaleTransform(env: StepEnv, sizeOf: (source: Size) => Size)
     if (firstFrame) throw new TaskError('INVALID_OPTIONS', 'model: esrgan does not upscale animations', false, { field: 'model' });
     const refused = refusal(source.width * source.height, env.limits);
     if (refused) throw new TaskError('IMAGE_TOO_LARGE', refused, false, { field: 'model' });
-    done ??= superResolve(image, sizeOf(source), {
-      tmpDir: env.task.tmpDir,
-      signal: env.task.signal,
-      // The tiles are most of the work; the encode after them is the rest.
-      progress: (tiles, total) => env.task.progress(Math.floor((tiles / total) * 95)),
-    });
+    done ??= env.task.scratchDir().then((tmpDir) =>
+      superResolve(image, sizeOf(source), {
+        tmpDir,
+        signal: env.task.signal,
+        // The tiles are most of the work; the encode after them is the rest.
+        progress: (tiles, total) => env.task.progress(Math.floor((tiles / total) * 95)),
+      }),
+    );
     return (await done).open();
   };
 }

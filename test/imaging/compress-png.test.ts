@@ -80,7 +80,7 @@ describe('compress on PNGs', () => {
         limits: DEFAULT_PLANS.max,
         deadline: Date.now() - 1,
         signal: new AbortController().signal,
-        tmpDir: dir,
+        scratchDir: async () => dir,
         progress: () => {},
         documents: { ffmpeg: undefined } as never,
       });

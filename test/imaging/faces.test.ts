@@ -47,7 +47,7 @@ async function runOn(op: AnyOperation, file: string, options: Record<string, unk
       limits: DEFAULT_PLANS.max,
       deadline: Date.now() + 300_000,
       signal: new AbortController().signal,
-      tmpDir,
+      scratchDir: async () => tmpDir,
       progress: () => {},
       documents: { ffmpeg: undefined } as never,
     });

@@ -86,7 +86,7 @@ export function operationHarness(): OperationHarness {
     const limits = DEFAULT_PLANS[plan];
     const name = typeof input === 'string' ? path.basename(input) : `output-${ids + 1}`;
     const body = typeof input === 'string' ? fs.createReadStream(input) : Readable.from([input]);
-    const stored = await storeUpload(storage, body, name, limits);
+    const stored = await storeUpload(storage, body, name, limits, undefined, { sha256: false });
     const now = Date.now();
     const file: FileRecord = {
       id: `file_op${++ids}`,
@@ -153,7 +153,7 @@ export function operationHarness(): OperationHarness {
           limits: DEFAULT_PLANS[plan],
           deadline: Date.now() + 600_000,
           signal: more.signal ?? new AbortController().signal,
-          tmpDir,
+          scratchDir: async () => tmpDir,
           progress: more.progress ?? (() => {}),
           get documents() {
             return tools();

@@ -47,7 +47,7 @@ async function run(
     limits,
     deadline: Date.now() + 120_000,
     signal: new AbortController().signal,
-    tmpDir,
+    scratchDir: async () => tmpDir,
     progress: () => {},
     documents: { poppler } as never,
   });

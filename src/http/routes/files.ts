@@ -90,7 +90,8 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
               ],
             });
           }
-          upload = await storeUpload(storage, part.file, part.filename, request.limits, pdfPages);
+          // The bytes' hash only for an Idempotency-Key's fingerprint: nothing else reads it.
+          upload = await storeUpload(storage, part.file, part.filename, request.limits, pdfPages, { sha256: idempotencyKey !== undefined });
         }
         // The parts can end with the connection (a client gone before its closing boundary):
         // only a body that arrived whole is an upload.
@@ -107,7 +108,7 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
           {
             accountId: request.account.id,
             key: idempotencyKey,
-            fingerprint: fingerprint('upload', { sha256: stored.sha256, name: stored.filename }),
+            fingerprint: idempotencyKey === undefined ? '' : fingerprint('upload', { sha256: stored.sha256, name: stored.filename }),
             now: clock.now(),
           },
           async (tx) => ({

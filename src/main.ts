@@ -4,6 +4,7 @@
 // commands (src/commands/admin.ts), backup, restore and copy-to (src/ops/cli.ts), and the
 // client commands (run, upload, task, download, info, webhooks, url: src/cli/client.ts).
 // Configuration errors end with a message naming the variable, not a stack trace.
+import os from 'node:os';
 import { ConfigError, environmentHelp } from './config.js';
 import { AppError } from './errors.js';
 import { present, UsageError } from './commands/usage.js';
@@ -51,10 +52,27 @@ const help: Command = async () => {
   return 0;
 };
 
+/**
+ * libuv's thread pool runs sharp's image work, file I/O and hashing. Node gives it 4 threads unless
+ * UV_THREADPOOL_SIZE says otherwise: on more than four CPUs that would hold the image slots
+ * (WORKER_CONCURRENCY and RENDER_CONCURRENCY, a CPU each by default) to four images at once, file
+ * operations waiting behind them. The pool reads it when it starts (the first asynchronous file
+ * operation, as the server's modules load), so it is set before they are imported.
+ */
+function sizeThreadPool(): void {
+  process.env.UV_THREADPOOL_SIZE ??= String(Math.max(4, 2 * os.availableParallelism() + 2));
+}
+
 /** Every command of the binary and the module that runs it, each loaded only when called. */
 const COMMANDS: Readonly<Record<string, Command>> = {
-  serve: async (args) => (await import('./commands/serve.js')).serve(args),
-  worker: async () => (await import('./commands/serve.js')).worker(),
+  serve: async (args) => {
+    sizeThreadPool();
+    return (await import('./commands/serve.js')).serve(args);
+  },
+  worker: async () => {
+    sizeThreadPool();
+    return (await import('./commands/serve.js')).worker();
+  },
   migrate: async () => (await import('./commands/migrate.js')).migrate(),
   users: async (args, name) => (await import('./commands/admin.js')).admin(name, args),
   keys: async (args, name) => (await import('./commands/admin.js')).admin(name, args),

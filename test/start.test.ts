@@ -1,9 +1,11 @@
 // `npm start`'s launcher (scripts/start.mjs): the server runs with jemalloc preloaded when the
-// system has libjemalloc, reached by the launcher's signals, and the launcher exits as it did.
+// system has libjemalloc and with libuv's pool sized for the image slots, is reached by the
+// launcher's signals, and the launcher exits as it did.
 // Runs the compiled server (dist/src/main.js); `npm test`'s setup builds it.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { findJemalloc, serverEnvironment } from '../scripts/start.mjs';
@@ -81,6 +83,11 @@ describe('npm start launcher', () => {
         assert.ok(!environ.some((v) => v.startsWith('LD_PRELOAD=')), 'no LD_PRELOAD without the library');
         assert.doesNotMatch(maps, /libjemalloc\.so/);
       }
+      // libuv's pool, which runs sharp's work, is sized for the image slots, not left at Node's 4 (src/main.ts).
+      const poolThreads = fs
+        .readdirSync(`/proc/${server}/task`)
+        .filter((tid) => fs.readFileSync(`/proc/${server}/task/${tid}/comm`, 'utf8').trim() === 'libuv-worker');
+      assert.equal(poolThreads.length, Math.max(4, 2 * os.availableParallelism() + 2));
       launcher.kill('SIGTERM');
       assert.equal(await exited, 0, `the server shut down cleanly: ${stderr}`);
       assert.equal(fs.existsSync(`/proc/${server}`), false, 'the server is gone with it');

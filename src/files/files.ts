@@ -1,5 +1,5 @@
 // File records: what the API says about a stored object, and who may see it.
-import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB, type FilesTable } from '../db/schema.js';
@@ -11,6 +11,45 @@ import { forgetInfo } from './info.js';
 import { olderThan, pageOf } from '../db/pagination.js';
 
 export type FileRecord = Selectable<FilesTable>;
+
+/** Every column of a file's row, by name (SQLite's json_object takes them one by one). */
+const FILE_COLUMNS = [
+  'id',
+  'account_id',
+  'origin',
+  'storage_key',
+  'filename',
+  'mime_type',
+  'format',
+  'size',
+  'width',
+  'height',
+  'pages',
+  'etag',
+  'task_id',
+  'output_index',
+  'created_at',
+  'expires_at',
+  'deleted_at',
+] as const satisfies readonly (keyof FileRecord)[];
+// A column added to FilesTable and not listed above fails to compile here.
+const allFileColumns: Record<Exclude<keyof FileRecord, (typeof FILE_COLUMNS)[number]>, never> = {};
+void allFileColumns;
+
+/**
+ * The files the task of the enclosing statement over `tasks` reads, in order (deleted ones too),
+ * as one JSON array (read it back with `jsonRows`): the claim hands them to the worker with the
+ * task instead of a read of its own.
+ */
+export function inputFilesOfTask(database: Database, eb: ExpressionBuilder<DB, 'tasks'>): RawBuilder<FileRecord[]> {
+  const query = eb
+    .selectFrom('task_inputs')
+    .innerJoin('files', 'files.id', 'task_inputs.file_id')
+    .select(FILE_COLUMNS.map((column) => `files.${column}` as const))
+    .whereRef('task_inputs.task_id', '=', 'tasks.id')
+    .orderBy('task_inputs.position');
+  return database.jsonArrayFrom(query) as RawBuilder<FileRecord[]>;
+}
 
 /** The caller's file, readable now: 404 for another account's or a deleted one, 410 when expired. */
 export async function getLiveFile(db: Kysely<DB>, accountId: string, fileId: string, now: number): Promise<FileRecord> {

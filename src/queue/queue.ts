@@ -2,15 +2,19 @@
 // holding it, put lapsed leases back, retry transient faults with capped exponential backoff.
 import { sql, type ExpressionBuilder, type Selectable } from 'kysely';
 import type { Clock } from '../clock.js';
-import type { Database, Tx } from '../db/database.js';
+import { jsonRows, type Database, type Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB, type TaskLane, type TasksTable } from '../db/schema.js';
 import { lockAccount, refundTask } from '../accounts/quota.js';
+import { inputFilesOfTask, type FileRecord } from '../files/files.js';
 import type { QueueEvents } from './events.js';
 
 export type TaskRow = Selectable<TasksTable>;
 
-/** A claimed task, with its account's plan and storage used as the claim found them (the run's limits). */
-export type ClaimedTask = TaskRow & { account: { plan: string; storageUsed: number } | undefined };
+/**
+ * A claimed task, with its account's plan and storage used as the claim found them (the run's
+ * limits), and the files it reads, in order (deleted ones too: the run fails INPUT_MISSING).
+ */
+export type ClaimedTask = TaskRow & { account: { plan: string; storageUsed: number } | undefined; inputs: FileRecord[] };
 
 /**
  * Called inside the transaction that ends `taskIds` (tasks of `accountId` that have just
@@ -148,6 +152,7 @@ export class TaskQueue {
           .returningAll('tasks')
           .returning(waiting)
           .returning(accountOfTask)
+          .returning((eb) => inputFilesOfTask(this.database, eb).as('inputs'))
           .execute()
       : await db
           .updateTable('tasks')
@@ -157,14 +162,16 @@ export class TaskQueue {
           .returningAll()
           .returning(waiting)
           .returning(accountOfTask)
+          .returning((eb) => inputFilesOfTask(this.database, eb).as('inputs'))
           .execute();
     // PostgreSQL's RETURNING sees the table as the statement found it (the claimed tasks still
     // queued); SQLite's, as each row is updated, so its smallest count is what is left after.
     const counts = claimed.map((row) => Number(row.waiting));
     const more = claimed.length > 0 && (skipLocked ? Math.max(...counts) > claimed.length : Math.min(...counts) > 0);
-    const tasks: ClaimedTask[] = claimed.map(({ waiting: _waiting, account_plan, account_storage_used, ...task }) => ({
+    const tasks: ClaimedTask[] = claimed.map(({ waiting: _waiting, account_plan, account_storage_used, inputs, ...task }) => ({
       ...task,
       account: account_plan === null ? undefined : { plan: account_plan, storageUsed: Number(account_storage_used ?? 0) },
+      inputs: jsonRows(inputs),
     }));
     const accounts = [...new Set(tasks.map((t) => t.account_id))];
     // One account at a time, each its own statement: a claim never holds one account's row while

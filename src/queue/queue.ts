@@ -6,7 +6,7 @@ import { jsonRows, type Database, type Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB, type TaskLane, type TasksTable } from '../db/schema.js';
 import { lockAccount, refundTask } from '../accounts/quota.js';
 import { inputFilesOfTask, type FileRecord } from '../files/files.js';
-import type { QueueEvents } from './events.js';
+import { finishedMessage, type QueueEvents } from './events.js';
 
 export type TaskRow = Selectable<TasksTable>;
 
@@ -211,6 +211,9 @@ export class TaskQueue {
   async complete(completion: Completion): Promise<boolean> {
     const { task, workerId, outputFileIds, bundled } = completion;
     const now = this.clock.now();
+    // Other processes hear that the task finished from the statement that ends it (completed, or
+    // failed below), sent at the commit.
+    const finished = this.events.carried(finishedMessage(task.id));
     const outcome = await this.database.transaction(async (tx) => {
       // The lock order of quota.ts: the account, then the task (then the new output files).
       await lockAccount(this.database, tx, task.account_id);
@@ -235,6 +238,7 @@ export class TaskQueue {
         .where('lease_owner', '=', workerId)
         .where('status', '=', 'processing')
         .returning((eb) => ['charged', webhooksVersion(eb)])
+        .$if(finished !== undefined, (qb) => qb.returning(finished!.as('finished')))
         .executeTakeFirst();
       if (!held) return { outcome: 'lost' as const, deliveries: 0 };
       const refused = await completion.recordOutputs(tx, now);
@@ -254,7 +258,7 @@ export class TaskQueue {
       const deliveries = await this.tasksEnded(tx, task.account_id, [task.id], now, held.webhooks_version ?? undefined);
       return { outcome: 'completed' as const, deliveries };
     });
-    if (outcome.outcome !== 'lost') this.events.finished(task.id);
+    if (outcome.outcome !== 'lost') this.events.finished(task.id, { published: finished !== undefined });
     if (outcome.deliveries) this.events.deliveries();
     return outcome.outcome === 'completed';
   }

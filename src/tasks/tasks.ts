@@ -15,6 +15,7 @@ import type { AnyOperation } from '../operations/types.js';
 import { acceptsFormat } from '../files/kinds.js';
 import { batchToApi, taskErrorToApi, taskToApi } from './view.js';
 import { recordTasksEnded } from './ended.js';
+import type { CarriedMessage } from '../queue/events.js';
 
 type TaskRow = Selectable<TasksTable>;
 
@@ -34,6 +35,8 @@ export interface Submission {
   clock: Clock;
   op: AnyOperation;
   submitter: Submitter;
+  /** The workers' wake-up, carried by the statement that inserts the tasks (`QueueEvents.carried`). */
+  wake?: CarriedMessage;
 }
 
 /** Loads the inputs (404/410), checks the kind accepts them (409) and the cross-field rules (400). */
@@ -142,10 +145,11 @@ function taskRow(
   };
 }
 
-async function insertTasks(database: Database, tx: Tx, rows: { task: TaskRow; fileIds: string[] }[]): Promise<void> {
+async function insertTasks(database: Database, tx: Tx, rows: { task: TaskRow; fileIds: string[] }[], wake?: CarriedMessage): Promise<void> {
   await tx
     .insertInto('tasks')
     .values(rows.map((r) => r.task))
+    .$if(wake !== undefined, (qb) => qb.returning(wake!.as('woke')))
     .execute();
   const inputs = rows.flatMap((r) => r.fileIds.map((fileId, position) => ({ task_id: r.task.id, file_id: fileId, position })));
   if (inputs.length) await tx.insertInto('task_inputs').values(inputs).execute();
@@ -166,7 +170,7 @@ async function insertTasks(database: Database, tx: Tx, rows: { task: TaskRow; fi
  * (the lock order in quota.ts): a file deleted or expiring meanwhile cannot become its input,
  * and the storage and quota checks stay true until the task is committed.
  */
-export async function submitTask({ database, tx, clock, op, submitter }: Submission, body: Record<string, unknown>) {
+export async function submitTask({ database, tx, clock, op, submitter, wake }: Submission, body: Record<string, unknown>) {
   const now = clock.now();
   const { fileId, fileIds, ...options } = body as { fileId?: string; fileIds?: string[] } & Record<string, unknown>;
   const ids = op.multiInput ? multipleInputs(fileId, fileIds) : [fileId!];
@@ -180,7 +184,7 @@ export async function submitTask({ database, tx, clock, op, submitter }: Submiss
   const charged = task.charged;
   checkQueuedTasks(work, submitter.limits, charged);
   if (charged) await chargeTasks(tx, submitter.accountId, submitter.limits, charged, now);
-  await insertTasks(database, tx, [{ task, fileIds: [...ids, ...(op.extraInputs?.(options) ?? [])] }]);
+  await insertTasks(database, tx, [{ task, fileIds: [...ids, ...(op.extraInputs?.(options) ?? [])] }], wake);
   return { taskId: task.id, status: task.status, type: task.type, createdAt: iso(now), ...(task.error_code ? { error: taskErrorToApi(task) } : {}) };
 }
 
@@ -196,7 +200,7 @@ function multipleInputs(fileId: string | undefined, fileIds: string[] | undefine
 }
 
 /** Queues one task per file, all or nothing; locks as submitTask does. */
-export async function submitBatch({ database, tx, clock, op, submitter }: Submission, body: Record<string, unknown>) {
+export async function submitBatch({ database, tx, clock, op, submitter, wake }: Submission, body: Record<string, unknown>) {
   const now = clock.now();
   const { fileIds, ...options } = body as { fileIds: string[] } & Record<string, unknown>;
   if (fileIds.length > submitter.limits.batchSize) {
@@ -225,7 +229,7 @@ export async function submitBatch({ database, tx, clock, op, submitter }: Submis
     .insertInto('batches')
     .values({ id: batchId, account_id: submitter.accountId, type: op.kind, size: rows.length, created_at: now })
     .execute();
-  await insertTasks(database, tx, rows);
+  await insertTasks(database, tx, rows, wake);
   return {
     batchId,
     type: op.kind,

@@ -14,19 +14,20 @@
 //      (batch.completed, src/tasks/ended.ts), then the new webhook deliveries.
 //
 // So enqueue (account, quota counters, new task rows), completion (account, task, new output
-// files; the storage charge updates the account row it holds already), cancel (account, tasks),
+// files; the account locked by the statement that completes the task, before it takes the
+// task's row, and the storage charge updates the account row it holds already), cancel (account, tasks),
 // file delete and the retention sweep (account, file) serialise per account on its row and
 // cannot wait on one another in a circle. The queue's own paths hold one row at a time or skip
-// locked ones: a claim takes free tasks with SKIP LOCKED, then stamps each account served in a
-// statement of its own; heartbeats, failures and the reaper hold one task (then, for a refund,
+// locked ones: a claim takes free tasks with SKIP LOCKED and stamps their accounts served (in
+// the order of their ids, in the claim's statement on PostgreSQL); heartbeats, failures and the reaper hold one task (then, for a refund,
 // its counter). On PostgreSQL the account lock is FOR NO KEY UPDATE, so inserting rows that
 // reference the account (their FOR KEY SHARE check) never waits for it, and a transaction that
 // still meets a deadlock or serialization failure is run again (`Database.transaction`).
 // SQLite has one writer.
-import { sql } from 'kysely';
+import { sql, type QueryCreator } from 'kysely';
 import { dayKey, iso, monthKey, nextDayStart, nextMonthStart } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
-import { ACTIVE_STATUSES } from '../db/schema.js';
+import { ACTIVE_STATUSES, type DB } from '../db/schema.js';
 import { AppError } from '../errors.js';
 import type { PlanLimits } from './plans.js';
 
@@ -78,6 +79,15 @@ async function counterValue(db: Tx | Database['db'], accountId: string, period: 
 export async function lockAccount(database: Database, tx: Tx, accountId: string): Promise<void> {
   await database.lockRow(tx, 'accounts', accountId);
 }
+
+/**
+ * `lockAccount` as a CTE of another statement (PostgreSQL; its row locks only where the dialect
+ * has them): the account's row, locked, with its `webhooks_version` as the lock found it (a
+ * locking read that waited sees the row its holder committed). The statement must read the CTE
+ * before it locks anything else (the lock order above): a completion joins it in its UPDATE.
+ */
+export const lockingAccount = (qb: QueryCreator<DB>, accountId: string) =>
+  qb.selectFrom('accounts').select('accounts.webhooks_version').where('accounts.id', '=', accountId).forNoKeyUpdate();
 
 /**
  * Adds `amount` to the month's task counter if it stays within `limit`, and to the day's (the

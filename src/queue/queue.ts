@@ -4,7 +4,7 @@ import { sql, type ExpressionBuilder, type Selectable } from 'kysely';
 import type { Clock } from '../clock.js';
 import { jsonRows, type Database, type Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB, type TaskLane, type TasksTable } from '../db/schema.js';
-import { lockAccount, refundTask } from '../accounts/quota.js';
+import { lockingAccount, refundTask } from '../accounts/quota.js';
 import { inputFilesOfTask, type FileRecord } from '../files/files.js';
 import { finishedMessage, type QueueEvents } from './events.js';
 
@@ -138,11 +138,20 @@ export class TaskQueue {
     const claimed = skipLocked
       ? // PostgreSQL: pick the rows once, in a materialized CTE (as graphile-worker does). As a
         // plain `IN (subquery)` the locking subquery may be re-run during the update and, skipping
-        // the rows it has just taken, hand back many more than `limit` tasks.
+        // the rows it has just taken, hand back many more than `limit` tasks. The same statement
+        // stamps their accounts served, in the order of their ids (two claims never wait on each
+        // other's stamps in a circle; the tasks themselves are taken with SKIP LOCKED).
         await db
           .with(
             (cte) => cte('picked').materialized(),
-            () => runnable,
+            () => runnable.select('tasks.account_id'),
+          )
+          .with('stamped', (qb) =>
+            qb
+              .insertInto('account_lanes')
+              .columns(['account_id', 'lane', 'last_served_at'])
+              .expression(sql`SELECT DISTINCT account_id, CAST(${lane} AS text), CAST(${now} AS bigint) FROM picked ORDER BY account_id`)
+              .onConflict((oc) => oc.columns(['account_id', 'lane']).doUpdateSet({ last_served_at: now })),
           )
           .updateTable('tasks')
           .set(lease)
@@ -173,10 +182,10 @@ export class TaskQueue {
       account: account_plan === null ? undefined : { plan: account_plan, storageUsed: Number(account_storage_used ?? 0) },
       inputs: jsonRows(inputs),
     }));
-    const accounts = [...new Set(tasks.map((t) => t.account_id))];
-    // One account at a time, each its own statement: a claim never holds one account's row while
-    // it waits for another's.
-    for (const accountId of accounts) await this.markServed(accountId, lane, now);
+    if (!skipLocked) {
+      // SQLite (one writer): one statement per account stamped served.
+      for (const accountId of new Set(tasks.map((t) => t.account_id))) await this.markServed(accountId, lane, now);
+    }
     return { tasks, more };
   }
 
@@ -215,31 +224,47 @@ export class TaskQueue {
     // failed below), sent at the commit.
     const finished = this.events.carried(finishedMessage(task.id));
     const outcome = await this.database.transaction(async (tx) => {
-      // The lock order of quota.ts: the account, then the task (then the new output files).
-      await lockAccount(this.database, tx, task.account_id);
       // Completed in one statement with the check that the lease is still this worker's (which
       // locks the task's row); outputs refused below turn it into a failure in this transaction.
-      const held = await tx
-        .updateTable('tasks')
-        .set({
-          status: 'completed',
-          progress: 100,
-          output_file_id: outputFileIds[0] ?? null,
-          output_file_ids: bundled ? JSON.stringify(outputFileIds.slice(1)) : null,
-          result: JSON.stringify(completion.result),
-          error_code: null,
-          error_message: null,
-          error_details: null,
-          lease_owner: null,
-          lease_expires_at: null,
-          completed_at: now,
-        })
-        .where('id', '=', task.id)
-        .where('lease_owner', '=', workerId)
-        .where('status', '=', 'processing')
-        .returning((eb) => ['charged', webhooksVersion(eb)])
-        .$if(finished !== undefined, (qb) => qb.returning(finished!.as('finished')))
-        .executeTakeFirst();
+      const completed = {
+        status: 'completed' as const,
+        progress: 100,
+        output_file_id: outputFileIds[0] ?? null,
+        output_file_ids: bundled ? JSON.stringify(outputFileIds.slice(1)) : null,
+        result: JSON.stringify(completion.result),
+        error_code: null,
+        error_message: null,
+        error_details: null,
+        lease_owner: null,
+        lease_expires_at: null,
+        completed_at: now,
+      };
+      const held = this.database.rowLocks
+        ? // The lock order of quota.ts: the account (locked by the joined CTE, read before the
+          // task's row is locked), then the task (then the new output files).
+          await tx
+            .with(
+              (cte) => cte('account').materialized(),
+              (qb) => lockingAccount(qb, task.account_id),
+            )
+            .updateTable('tasks')
+            .set(completed)
+            .from('account')
+            .where('tasks.id', '=', task.id)
+            .where('tasks.lease_owner', '=', workerId)
+            .where('tasks.status', '=', 'processing')
+            .returning(['tasks.charged', 'account.webhooks_version'])
+            .$if(finished !== undefined, (qb) => qb.returning(finished!.as('finished')))
+            .executeTakeFirst()
+        : await tx
+            .updateTable('tasks')
+            .set(completed)
+            .where('id', '=', task.id)
+            .where('lease_owner', '=', workerId)
+            .where('status', '=', 'processing')
+            .returning((eb) => ['charged', webhooksVersion(eb)])
+            .$if(finished !== undefined, (qb) => qb.returning(finished!.as('finished')))
+            .executeTakeFirst();
       if (!held) return { outcome: 'lost' as const, deliveries: 0 };
       const refused = await completion.recordOutputs(tx, now);
       if (refused) {

@@ -245,16 +245,33 @@ export async function tryChargeStorage(tx: Tx, accountId: string, limit: number,
   return Number(result.numUpdatedRows) === 1;
 }
 
+/**
+ * `tryChargeStorage` as a CTE of another statement (`Database.writingCtes`): the account's id
+ * when the bytes were added, no row when they would not fit. It is the statement's first lock
+ * (the lock order above), as the charge is an upload's first write.
+ */
+export const chargingStorage = (qb: QueryCreator<DB>, accountId: string, limit: number, bytes: number) =>
+  qb
+    .updateTable('accounts')
+    .set({ storage_used: sql`storage_used + ${bytes}` })
+    .where('id', '=', accountId)
+    // Nothing stored fits even an account over its limit (a smaller plan), as in tryChargeStorage.
+    .where(sql<boolean>`(${bytes} = 0 OR storage_used + ${bytes} <= ${limit})`)
+    .returning('accounts.id');
+
+/** STORAGE_LIMIT_EXCEEDED for `bytes` more (the storage used read again, for the error's details). */
+export async function storageRefused(db: Tx | Database['db'], accountId: string, limits: PlanLimits, bytes: number): Promise<AppError> {
+  return new AppError('STORAGE_LIMIT_EXCEEDED', `Storing ${bytes} more bytes would pass the plan's storage limit`, {
+    limit: limits.storageBytes,
+    used: await storageUsed(db, accountId),
+    requested: bytes,
+    resetsAt: null,
+  });
+}
+
 /** Reserves `bytes` of the account's storage, or refuses with STORAGE_LIMIT_EXCEEDED. */
 export async function chargeStorage(tx: Tx, accountId: string, limits: PlanLimits, bytes: number): Promise<void> {
-  if (!(await tryChargeStorage(tx, accountId, limits.storageBytes, bytes))) {
-    throw new AppError('STORAGE_LIMIT_EXCEEDED', `Storing ${bytes} more bytes would pass the plan's storage limit`, {
-      limit: limits.storageBytes,
-      used: await storageUsed(tx, accountId),
-      requested: bytes,
-      resetsAt: null,
-    });
-  }
+  if (!(await tryChargeStorage(tx, accountId, limits.storageBytes, bytes))) throw await storageRefused(tx, accountId, limits, bytes);
 }
 
 /**

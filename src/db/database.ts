@@ -39,6 +39,11 @@ export interface Database {
   skipLocked: boolean;
   /** PostgreSQL locks rows it reads with FOR … UPDATE; SQLite has one writer and needs none. */
   rowLocks: boolean;
+  /**
+   * PostgreSQL's WITH may hold INSERT, UPDATE and DELETE (data-modifying CTEs): two tables
+   * written by one statement, which needs no transaction around it. SQLite's may not.
+   */
+  writingCtes: boolean;
   /** A connection string for LISTEN/NOTIFY, where the dialect has it. */
   postgresUrl?: string;
   /**
@@ -101,6 +106,7 @@ export async function openDatabase(config: DatabaseConfig, options: { poolSize?:
       dialect: 'sqlite',
       skipLocked: false,
       rowLocks: false,
+      writingCtes: false,
       transaction: (fn) => retrying(() => db.transaction().execute(fn), isSqliteBusy, 20),
       lockRow: async () => {},
       jsonArrayFrom: (query) => sqliteJsonArray(query) as RawBuilder<never[]>,
@@ -127,6 +133,7 @@ export async function openDatabase(config: DatabaseConfig, options: { poolSize?:
     dialect: 'postgres',
     skipLocked: true,
     rowLocks: true,
+    writingCtes: true,
     postgresUrl: config.url,
     transaction: (fn) => retrying(() => db.transaction().execute(fn), isPostgresConflict, 5),
     lockRow: async (tx, table, id) => {

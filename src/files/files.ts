@@ -4,7 +4,7 @@ import { iso, type Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB, type FilesTable } from '../db/schema.js';
 import { AppError, notFound } from '../errors.js';
-import { lockAccount, releaseStorage, tryChargeStorage } from '../accounts/quota.js';
+import { chargingStorage, lockAccount, releaseStorage, tryChargeStorage } from '../accounts/quota.js';
 import type { ObjectStorage } from '../storage/storage.js';
 import { forgetPreviews } from '../imaging/preview.js';
 import { forgetInfo } from './info.js';
@@ -109,46 +109,56 @@ export interface StoredOutput {
  * Records a task's outputs as the account's files, in the transaction that completes the task
  * and under the account's lock it holds (the lock order in quota.ts): their bytes are charged
  * to the account's storage, or, when they would take it past `storageLimit`, nothing is
- * recorded and the refusal is answered (the task fails STORAGE_LIMIT_EXCEEDED).
+ * recorded and the refusal is answered (the task fails STORAGE_LIMIT_EXCEEDED). On PostgreSQL
+ * the charge and the rows are one statement.
  */
 export async function recordOutputs(
+  database: Database,
   tx: Tx,
   task: { id: string; accountId: string },
   outputs: StoredOutput[],
   terms: { now: number; retentionMs: number; storageLimit: number },
 ): Promise<{ code: string; message: string } | undefined> {
   const bytes = outputs.reduce((sum, o) => sum + o.size, 0);
-  if (!(await tryChargeStorage(tx, task.accountId, terms.storageLimit, bytes))) {
-    return {
-      code: 'STORAGE_LIMIT_EXCEEDED',
-      message: `The output (${bytes} bytes) would take the account past its storage limit of ${terms.storageLimit} bytes; nothing was kept`,
-    };
+  const refused = () => ({
+    code: 'STORAGE_LIMIT_EXCEEDED',
+    message: `The output (${bytes} bytes) would take the account past its storage limit of ${terms.storageLimit} bytes; nothing was kept`,
+  });
+  const rows: FileRecord[] = outputs.map((o, index) => ({
+    id: o.fileId,
+    account_id: task.accountId,
+    origin: 'output' as const,
+    storage_key: o.storageKey,
+    filename: o.filename,
+    mime_type: o.mimeType,
+    format: o.format,
+    size: o.size,
+    width: o.width ?? null,
+    height: o.height ?? null,
+    pages: o.pages ?? null,
+    etag: o.etag,
+    task_id: task.id,
+    output_index: index,
+    created_at: terms.now,
+    expires_at: terms.now + terms.retentionMs,
+    deleted_at: null,
+  }));
+  if (rows.length && database.writingCtes) {
+    // The rows, typed as the table's (json_populate_recordset), inserted only from the charge's
+    // returned row: refused, nothing is written.
+    const inserted = await tx
+      .with('charged', (qb) => chargingStorage(qb, task.accountId, terms.storageLimit, bytes))
+      .insertInto('files')
+      .columns(FILE_COLUMNS)
+      .expression(
+        sql`SELECT ${sql.join(FILE_COLUMNS.map((column) => sql.ref(`r.${column}`)))} FROM charged, json_populate_recordset(NULL::files, ${JSON.stringify(rows)}) AS r`,
+      )
+      .returning('id')
+      .execute();
+    return inserted.length ? undefined : refused();
   }
-  if (!outputs.length) return undefined;
-  await tx
-    .insertInto('files')
-    .values(
-      outputs.map((o, index) => ({
-        id: o.fileId,
-        account_id: task.accountId,
-        origin: 'output' as const,
-        storage_key: o.storageKey,
-        filename: o.filename,
-        mime_type: o.mimeType,
-        format: o.format,
-        size: o.size,
-        width: o.width ?? null,
-        height: o.height ?? null,
-        pages: o.pages ?? null,
-        etag: o.etag,
-        task_id: task.id,
-        output_index: index,
-        created_at: terms.now,
-        expires_at: terms.now + terms.retentionMs,
-        deleted_at: null,
-      })),
-    )
-    .execute();
+  if (!(await tryChargeStorage(tx, task.accountId, terms.storageLimit, bytes))) return refused();
+  if (rows.length) await tx.insertInto('files').values(rows).execute();
   return undefined;
 }
 

@@ -84,7 +84,7 @@ export const backoffMs = (attempts: number): number => Math.min(BACKOFF_CAP_MS, 
 
 export class TaskQueue {
   constructor(
-    private readonly database: Database,
+    readonly database: Database,
     private readonly clock: Clock,
     readonly events: QueueEvents,
     private readonly tasksEnded: TasksEnded,

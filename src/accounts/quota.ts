@@ -24,7 +24,7 @@
 // reference the account (their FOR KEY SHARE check) never waits for it, and a transaction that
 // still meets a deadlock or serialization failure is run again (`Database.transaction`).
 // SQLite has one writer.
-import { sql, type QueryCreator } from 'kysely';
+import { sql, type ExpressionBuilder, type QueryCreator, type RawBuilder } from 'kysely';
 import { dayKey, iso, monthKey, nextDayStart, nextMonthStart } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB } from '../db/schema.js';
@@ -184,25 +184,44 @@ export interface AccountWork {
 
 /**
  * lockAccount, and what queuing work checks under that lock — the storage used and the tasks
- * queued or running — read by the same statement. Tasks are only added under this lock, so the
- * count read here can only fall before the commit: the limit is never passed.
+ * queued or running —, with `also` (another module's read, such as the work's input files).
+ * Tasks are only added under this lock, so the count read here can only fall before the
+ * commit: the limit is never passed. SQLite: one statement (its transactions are serializable).
+ * PostgreSQL: the lock, then the reads in a statement of their own, because a statement reads
+ * as of its start: one that waited for the lock would miss the tasks (and the deletions) its
+ * holder committed meanwhile (only the locked row itself is read again as it is then).
  */
-export async function lockAccountForWork(database: Database, tx: Tx, accountId: string): Promise<AccountWork> {
-  const row = await tx
-    .selectFrom('accounts')
-    .select((eb) => [
-      'storage_used',
-      eb
-        .selectFrom('tasks')
-        .select(eb.fn.countAll<number>().as('n'))
-        .where('tasks.account_id', '=', accountId)
-        .where('tasks.status', 'in', ACTIVE_STATUSES)
-        .as('active'),
-    ])
-    .where('accounts.id', '=', accountId)
-    .$if(database.rowLocks, (qb) => qb.forNoKeyUpdate())
-    .executeTakeFirst();
-  return { storageUsed: Number(row?.storage_used ?? 0), activeTasks: Number(row?.active ?? 0) };
+export async function lockAccountForWork<T = never>(
+  database: Database,
+  tx: Tx,
+  accountId: string,
+  also?: (eb: ExpressionBuilder<DB, never>) => RawBuilder<T>,
+): Promise<AccountWork & { also: T | undefined }> {
+  const reads = (eb: ExpressionBuilder<DB, never>) => [
+    eb
+      .selectFrom('tasks')
+      .select(eb.fn.countAll<number>().as('n'))
+      .where('tasks.account_id', '=', accountId)
+      .where('tasks.status', 'in', ACTIVE_STATUSES)
+      .as('active'),
+    (also ? also(eb) : sql<T | null>`NULL`).as('also'),
+  ];
+  let storageUsed: number | undefined;
+  let row: { active: number | null; also: unknown } | undefined;
+  if (database.rowLocks) {
+    const locked = await tx.selectFrom('accounts').select('storage_used').where('id', '=', accountId).forNoKeyUpdate().executeTakeFirst();
+    storageUsed = locked?.storage_used;
+    row = await tx.selectNoFrom(reads).executeTakeFirst();
+  } else {
+    const read = await tx
+      .selectFrom('accounts')
+      .select((eb) => ['storage_used', ...reads(eb as unknown as ExpressionBuilder<DB, never>)])
+      .where('accounts.id', '=', accountId)
+      .executeTakeFirst();
+    storageUsed = read?.storage_used;
+    row = read;
+  }
+  return { storageUsed: Number(storageUsed ?? 0), activeTasks: Number(row?.active ?? 0), also: (row?.also ?? undefined) as T | undefined };
 }
 
 export function checkQueuedTasks(work: AccountWork, limits: PlanLimits, adding: number): void {

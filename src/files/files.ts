@@ -54,6 +54,30 @@ export function inputFilesOfTask(database: Database, eb: ExpressionBuilder<DB, '
 /** The caller's file, readable now: 404 for another account's or a deleted one, 410 when expired. */
 export async function getLiveFile(db: Kysely<DB>, accountId: string, fileId: string, now: number): Promise<FileRecord> {
   const file = await db.selectFrom('files').selectAll().where('id', '=', fileId).where('account_id', '=', accountId).executeTakeFirst();
+  return liveFile(file, now);
+}
+
+/**
+ * The account's files of `fileIds` (whatever their state) as one JSON array, for a statement of
+ * another module (read it back with `jsonRows`): queuing work reads its inputs with the
+ * statement that locks the account. `liveFile` then judges each as getLiveFile does.
+ */
+export function filesOfAccount(
+  database: Database,
+  eb: ExpressionBuilder<DB, never>,
+  accountId: string,
+  fileIds: readonly string[],
+): RawBuilder<FileRecord[]> {
+  const query = eb
+    .selectFrom('files')
+    .select(FILE_COLUMNS.map((column) => `files.${column}` as const))
+    .where('files.id', 'in', [...fileIds])
+    .where('files.account_id', '=', accountId);
+  return database.jsonArrayFrom(query) as RawBuilder<FileRecord[]>;
+}
+
+/** getLiveFile's answer for a file read already (undefined: none of the caller's has the id). */
+export function liveFile(file: FileRecord | undefined, now: number): FileRecord {
   if (!file) throw notFound('File');
   if (file.expires_at <= now)
     throw new AppError('FILE_EXPIRED', 'The file has expired and its bytes were deleted', { expiredAt: iso(file.expires_at) });

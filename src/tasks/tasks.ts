@@ -1,7 +1,7 @@
 // Tasks as the API shows them: queueing (single and batch), reading, listing, canceling.
 import type { Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
-import type { Database, Tx } from '../db/database.js';
+import { jsonRows, type Database, type Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, isFinished, type TaskLane, type TasksTable } from '../db/schema.js';
 import { AppError, TaskError, notFound } from '../errors.js';
 import { isAnimation } from '../imaging/formats.js';
@@ -9,7 +9,7 @@ import { checkOutputSize, checkSource, outputFrames } from '../imaging/limits.js
 import { newId } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
 import { chargeBatchFiles, chargeTasks, checkQueuedTasks, checkStorage, lockAccount, lockAccountForWork } from '../accounts/quota.js';
-import { getLiveFile, type FileRecord } from '../files/files.js';
+import { filesOfAccount, liveFile, type FileRecord } from '../files/files.js';
 import { olderThan, pageOf } from '../db/pagination.js';
 import type { AnyOperation } from '../operations/types.js';
 import { acceptsFormat } from '../files/kinds.js';
@@ -39,21 +39,29 @@ export interface Submission {
   wake?: CarriedMessage;
 }
 
-/** Loads the inputs (404/410), checks the kind accepts them (409) and the cross-field rules (400). */
-async function resolveInputs(
-  tx: Tx,
+/**
+ * The work's inputs and the files its options name (a watermark's logo), read with the
+ * statement that locks the account (lockAccountForWork), by id.
+ */
+async function lockAccountWithInputs(database: Database, tx: Tx, accountId: string, fileIds: readonly string[]) {
+  const work = await lockAccountForWork(database, tx, accountId, (eb) => filesOfAccount(database, eb, accountId, fileIds));
+  return { work, found: new Map(jsonRows(work.also).map((file) => [file.id, file])) };
+}
+
+/** Judges the inputs (404/410), checks the kind accepts them (409) and the cross-field rules (400). */
+function resolveInputs(
   op: AnyOperation,
   submitter: Submitter,
   fileIds: string[],
   options: Record<string, unknown>,
   now: number,
-): Promise<FileRecord[]> {
+  found: ReadonlyMap<string, FileRecord>,
+): FileRecord[] {
   // Rules between options come first: validation outranks not found (API.md's order of errors).
   const optionErrors = op.check?.(options, [], submitter.limits) ?? [];
   if (optionErrors.length)
     throw new AppError('VALIDATION_ERROR', optionErrors.map((e) => `${e.field}: ${e.message}`).join('; '), { fields: optionErrors });
-  const files: FileRecord[] = [];
-  for (const fileId of fileIds) files.push(await getLiveFile(tx, submitter.accountId, fileId, now));
+  const files = fileIds.map((fileId) => liveFile(found.get(fileId), now));
   for (const file of files) {
     if (!acceptsFormat(op.accepts, file.format)) {
       throw new AppError('INPUT_NOT_SUPPORTED', `${op.kind} does not accept ${file.format} files`, { fileId: file.id, format: file.format });
@@ -63,7 +71,7 @@ async function resolveInputs(
   if (errors.length) throw new AppError('VALIDATION_ERROR', errors.map((e) => `${e.field}: ${e.message}`).join('; '), { fields: errors });
   // Files the options name (a watermark's logo) must be the caller's live images too.
   for (const fileId of op.extraInputs?.(options) ?? []) {
-    const file = await getLiveFile(tx, submitter.accountId, fileId, now);
+    const file = liveFile(found.get(fileId), now);
     if (!acceptsFormat('image', file.format)) {
       throw new AppError('INPUT_NOT_SUPPORTED', `${file.format} files cannot be used here`, { fileId: file.id, format: file.format });
     }
@@ -174,8 +182,8 @@ export async function submitTask({ database, tx, clock, op, submitter, wake }: S
   const now = clock.now();
   const { fileId, fileIds, ...options } = body as { fileId?: string; fileIds?: string[] } & Record<string, unknown>;
   const ids = op.multiInput ? multipleInputs(fileId, fileIds) : [fileId!];
-  const work = await lockAccountForWork(database, tx, submitter.accountId);
-  const files = await resolveInputs(tx, op, submitter, ids, options, now);
+  const { work, found } = await lockAccountWithInputs(database, tx, submitter.accountId, [...ids, ...(op.extraInputs?.(options) ?? [])]);
+  const files = resolveInputs(op, submitter, ids, options, now, found);
   // Several inputs, one task: the first input past a limit fails it.
   const failure = files.reduce<TaskError | undefined>((found, file) => found ?? failsAtOnce(op, options, file, submitter.limits), undefined);
   const task = taskRow(submitter, op, op.multiInput ? { fileIds: ids } : { fileId: ids[0]! }, options, now, null, failure);
@@ -209,8 +217,8 @@ export async function submitBatch({ database, tx, clock, op, submitter, wake }: 
       requested: fileIds.length,
     });
   }
-  const work = await lockAccountForWork(database, tx, submitter.accountId);
-  const files = await resolveInputs(tx, op, submitter, fileIds, options, now);
+  const { work, found } = await lockAccountWithInputs(database, tx, submitter.accountId, [...fileIds, ...(op.extraInputs?.(options) ?? [])]);
+  const files = resolveInputs(op, submitter, fileIds, options, now, found);
   const batchId = newId('batch');
   const extra = op.extraInputs?.(options) ?? [];
   const rows = files.map((file, index) => ({

@@ -113,21 +113,46 @@ async function incrementTasks(tx: Tx, accountId: string, amount: number, limit: 
   return Number(result.numInsertedOrUpdatedRows) === 2;
 }
 
+/**
+ * `chargeTasks`'s counting as a CTE of another statement (`Database.writingCtes`): a row per
+ * counter it added to, so two when the month's took `amount` within the plan's limit (the
+ * statement writes only then). Undefined when `amount` cannot fit at all.
+ */
+export function chargingTasks(qb: QueryCreator<DB>, accountId: string, limits: PlanLimits, amount: number, now: number) {
+  if (amount > limits.monthlyTasks) return undefined;
+  const month = periods.monthlyTasks(now);
+  return qb
+    .insertInto('usage_counters')
+    .values([
+      { account_id: accountId, period: month, used: amount },
+      { account_id: accountId, period: periods.dailyTasks(now), used: amount },
+    ])
+    .onConflict((oc) =>
+      oc
+        .columns(['account_id', 'period'])
+        .doUpdateSet({ used: sql`usage_counters.used + ${amount}` })
+        .where(sql<boolean>`usage_counters.period <> ${month} OR usage_counters.used + ${amount} <= ${limits.monthlyTasks}`),
+    )
+    .returning('usage_counters.period');
+}
+
 export async function chargeTasks(tx: Tx, accountId: string, limits: PlanLimits, count: number, now: number): Promise<void> {
-  const period = periods.monthlyTasks(now);
-  if (!(await incrementTasks(tx, accountId, count, limits.monthlyTasks, now))) {
-    const used = await counterValue(tx, accountId, period);
-    throw new AppError(
-      'MONTHLY_QUOTA_EXCEEDED',
-      `This request needs ${count} task(s); ${Math.max(0, limits.monthlyTasks - used)} of the monthly quota remain`,
-      {
-        limit: limits.monthlyTasks,
-        used,
-        requested: count,
-        resetsAt: iso(nextMonthStart(now)),
-      },
-    );
-  }
+  if (!(await incrementTasks(tx, accountId, count, limits.monthlyTasks, now))) throw await monthlyQuotaExceeded(tx, accountId, limits, count, now);
+}
+
+/** MONTHLY_QUOTA_EXCEEDED for `count` more tasks (the month's counter read again, for the details). */
+export async function monthlyQuotaExceeded(tx: Tx, accountId: string, limits: PlanLimits, count: number, now: number): Promise<AppError> {
+  const used = await counterValue(tx, accountId, periods.monthlyTasks(now));
+  return new AppError(
+    'MONTHLY_QUOTA_EXCEEDED',
+    `This request needs ${count} task(s); ${Math.max(0, limits.monthlyTasks - used)} of the monthly quota remain`,
+    {
+      limit: limits.monthlyTasks,
+      used,
+      requested: count,
+      resetsAt: iso(nextMonthStart(now)),
+    },
+  );
 }
 
 export async function chargeBatchFiles(tx: Tx, accountId: string, limits: PlanLimits, count: number, now: number): Promise<void> {

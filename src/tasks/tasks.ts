@@ -8,7 +8,17 @@ import { isAnimation } from '../imaging/formats.js';
 import { checkOutputSize, checkSource, outputFrames } from '../imaging/limits.js';
 import { newId } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
-import { chargeBatchFiles, chargeTasks, checkQueuedTasks, checkStorage, lockAccount, lockAccountForWork } from '../accounts/quota.js';
+import {
+  chargeBatchFiles,
+  chargeTasks,
+  chargingTasks,
+  checkQueuedTasks,
+  checkStorage,
+  lockAccount,
+  lockAccountForWork,
+  monthlyQuotaExceeded,
+} from '../accounts/quota.js';
+import { sql } from 'kysely';
 import { filesOfAccount, liveFile, type FileRecord } from '../files/files.js';
 import { olderThan, pageOf } from '../db/pagination.js';
 import type { AnyOperation } from '../operations/types.js';
@@ -174,6 +184,40 @@ async function insertTasks(database: Database, tx: Tx, rows: { task: TaskRow; fi
 }
 
 /**
+ * PostgreSQL (`Database.writingCtes`): charges the month's quota for one task and inserts it
+ * with its inputs in one statement, the rows written only when the charge fit (else
+ * MONTHLY_QUOTA_EXCEEDED, and the caller's transaction undoes the day's count). Rows go in as
+ * JSON typed by the tables' own row types (json_populate_recordset).
+ */
+async function insertChargedTask(tx: Tx, submitter: Submitter, row: { task: TaskRow; fileIds: string[] }, now: number, wake?: CarriedMessage) {
+  const { accountId, limits } = submitter;
+  const charging = chargingTasks(tx, accountId, limits, 1, now);
+  if (!charging) throw await monthlyQuotaExceeded(tx, accountId, limits, 1, now);
+  const fits = sql<boolean>`(SELECT count(*) FROM charged) = 2`;
+  const inputs = row.fileIds.map((fileId, position) => ({ task_id: row.task.id, file_id: fileId, position }));
+  const columns = Object.keys(row.task) as (keyof TaskRow)[];
+  const inserted = await tx
+    .with('charged', () => charging)
+    .with('inputs', (qb) =>
+      qb
+        .insertInto('task_inputs')
+        .columns(['task_id', 'file_id', 'position'])
+        .expression(
+          sql`SELECT r.task_id, r.file_id, r.position FROM json_populate_recordset(NULL::task_inputs, ${JSON.stringify(inputs)}) AS r WHERE ${fits}`,
+        ),
+    )
+    .insertInto('tasks')
+    .columns(columns)
+    .expression(
+      sql`SELECT ${sql.join(columns.map((column) => sql.ref(`r.${column}`)))} FROM json_populate_recordset(NULL::tasks, ${JSON.stringify([row.task])}) AS r WHERE ${fits}`,
+    )
+    .returning('id')
+    .$if(wake !== undefined, (qb) => qb.returning(wake!.as('woke')))
+    .execute();
+  if (!inserted.length) throw await monthlyQuotaExceeded(tx, accountId, limits, 1, now);
+}
+
+/**
  * Queues one task; the quota is charged in the same transaction. The account is locked first
  * (the lock order in quota.ts): a file deleted or expiring meanwhile cannot become its input,
  * and the storage and quota checks stay true until the task is committed.
@@ -191,8 +235,12 @@ export async function submitTask({ database, tx, clock, op, submitter, wake }: S
   checkStorage(work, submitter.limits);
   const charged = task.charged;
   checkQueuedTasks(work, submitter.limits, charged);
-  if (charged) await chargeTasks(tx, submitter.accountId, submitter.limits, charged, now);
-  await insertTasks(database, tx, [{ task, fileIds: [...ids, ...(op.extraInputs?.(options) ?? [])] }], wake);
+  const row = { task, fileIds: [...ids, ...(op.extraInputs?.(options) ?? [])] };
+  if (charged && database.writingCtes) await insertChargedTask(tx, submitter, row, now, wake);
+  else {
+    if (charged) await chargeTasks(tx, submitter.accountId, submitter.limits, charged, now);
+    await insertTasks(database, tx, [row], wake);
+  }
   return { taskId: task.id, status: task.status, type: task.type, createdAt: iso(now), ...(task.error_code ? { error: taskErrorToApi(task) } : {}) };
 }
 

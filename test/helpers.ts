@@ -90,7 +90,7 @@ export function completeTask(
     outputFileIds: outputs.map((o) => o.fileId),
     bundled: false,
     recordOutputs: (tx, now) =>
-      recordOutputs(tx, { id: task.id, accountId: task.account_id }, outputs, {
+      recordOutputs(queue.database, tx, { id: task.id, accountId: task.account_id }, outputs, {
         now,
         retentionMs: terms.retentionMs ?? 1000,
         storageLimit: terms.storageLimit ?? Number.MAX_SAFE_INTEGER,

@@ -14,19 +14,20 @@
 //      (batch.completed, src/tasks/ended.ts), then the new webhook deliveries.
 //
 // So enqueue (account, quota counters, new task rows), completion (account, task, new output
-// files; the storage charge updates the account row it holds already), cancel (account, tasks),
+// files; the account locked by the statement that completes the task, before it takes the
+// task's row, and the storage charge updates the account row it holds already), cancel (account, tasks),
 // file delete and the retention sweep (account, file) serialise per account on its row and
 // cannot wait on one another in a circle. The queue's own paths hold one row at a time or skip
-// locked ones: a claim takes free tasks with SKIP LOCKED, then stamps each account served in a
-// statement of its own; heartbeats, failures and the reaper hold one task (then, for a refund,
+// locked ones: a claim takes free tasks with SKIP LOCKED and stamps their accounts served (in
+// the order of their ids, in the claim's statement on PostgreSQL); heartbeats, failures and the reaper hold one task (then, for a refund,
 // its counter). On PostgreSQL the account lock is FOR NO KEY UPDATE, so inserting rows that
 // reference the account (their FOR KEY SHARE check) never waits for it, and a transaction that
 // still meets a deadlock or serialization failure is run again (`Database.transaction`).
 // SQLite has one writer.
-import { sql } from 'kysely';
+import { sql, type ExpressionBuilder, type QueryCreator, type RawBuilder } from 'kysely';
 import { dayKey, iso, monthKey, nextDayStart, nextMonthStart } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
-import { ACTIVE_STATUSES } from '../db/schema.js';
+import { ACTIVE_STATUSES, type DB } from '../db/schema.js';
 import { AppError } from '../errors.js';
 import type { PlanLimits } from './plans.js';
 
@@ -80,6 +81,15 @@ export async function lockAccount(database: Database, tx: Tx, accountId: string)
 }
 
 /**
+ * `lockAccount` as a CTE of another statement (PostgreSQL; its row locks only where the dialect
+ * has them): the account's row, locked, with its `webhooks_version` as the lock found it (a
+ * locking read that waited sees the row its holder committed). The statement must read the CTE
+ * before it locks anything else (the lock order above): a completion joins it in its UPDATE.
+ */
+export const lockingAccount = (qb: QueryCreator<DB>, accountId: string) =>
+  qb.selectFrom('accounts').select('accounts.webhooks_version').where('accounts.id', '=', accountId).forNoKeyUpdate();
+
+/**
  * Adds `amount` to the month's task counter if it stays within `limit`, and to the day's (the
  * usage chart's, never limited), in one statement; false when the month's would not fit (the
  * day's may then have been counted: the caller's transaction is rolled back by its refusal).
@@ -103,21 +113,46 @@ async function incrementTasks(tx: Tx, accountId: string, amount: number, limit: 
   return Number(result.numInsertedOrUpdatedRows) === 2;
 }
 
+/**
+ * `chargeTasks`'s counting as a CTE of another statement (`Database.writingCtes`): a row per
+ * counter it added to, so two when the month's took `amount` within the plan's limit (the
+ * statement writes only then). Undefined when `amount` cannot fit at all.
+ */
+export function chargingTasks(qb: QueryCreator<DB>, accountId: string, limits: PlanLimits, amount: number, now: number) {
+  if (amount > limits.monthlyTasks) return undefined;
+  const month = periods.monthlyTasks(now);
+  return qb
+    .insertInto('usage_counters')
+    .values([
+      { account_id: accountId, period: month, used: amount },
+      { account_id: accountId, period: periods.dailyTasks(now), used: amount },
+    ])
+    .onConflict((oc) =>
+      oc
+        .columns(['account_id', 'period'])
+        .doUpdateSet({ used: sql`usage_counters.used + ${amount}` })
+        .where(sql<boolean>`usage_counters.period <> ${month} OR usage_counters.used + ${amount} <= ${limits.monthlyTasks}`),
+    )
+    .returning('usage_counters.period');
+}
+
 export async function chargeTasks(tx: Tx, accountId: string, limits: PlanLimits, count: number, now: number): Promise<void> {
-  const period = periods.monthlyTasks(now);
-  if (!(await incrementTasks(tx, accountId, count, limits.monthlyTasks, now))) {
-    const used = await counterValue(tx, accountId, period);
-    throw new AppError(
-      'MONTHLY_QUOTA_EXCEEDED',
-      `This request needs ${count} task(s); ${Math.max(0, limits.monthlyTasks - used)} of the monthly quota remain`,
-      {
-        limit: limits.monthlyTasks,
-        used,
-        requested: count,
-        resetsAt: iso(nextMonthStart(now)),
-      },
-    );
-  }
+  if (!(await incrementTasks(tx, accountId, count, limits.monthlyTasks, now))) throw await monthlyQuotaExceeded(tx, accountId, limits, count, now);
+}
+
+/** MONTHLY_QUOTA_EXCEEDED for `count` more tasks (the month's counter read again, for the details). */
+export async function monthlyQuotaExceeded(tx: Tx, accountId: string, limits: PlanLimits, count: number, now: number): Promise<AppError> {
+  const used = await counterValue(tx, accountId, periods.monthlyTasks(now));
+  return new AppError(
+    'MONTHLY_QUOTA_EXCEEDED',
+    `This request needs ${count} task(s); ${Math.max(0, limits.monthlyTasks - used)} of the monthly quota remain`,
+    {
+      limit: limits.monthlyTasks,
+      used,
+      requested: count,
+      resetsAt: iso(nextMonthStart(now)),
+    },
+  );
 }
 
 export async function chargeBatchFiles(tx: Tx, accountId: string, limits: PlanLimits, count: number, now: number): Promise<void> {
@@ -174,25 +209,44 @@ export interface AccountWork {
 
 /**
  * lockAccount, and what queuing work checks under that lock — the storage used and the tasks
- * queued or running — read by the same statement. Tasks are only added under this lock, so the
- * count read here can only fall before the commit: the limit is never passed.
+ * queued or running —, with `also` (another module's read, such as the work's input files).
+ * Tasks are only added under this lock, so the count read here can only fall before the
+ * commit: the limit is never passed. SQLite: one statement (its transactions are serializable).
+ * PostgreSQL: the lock, then the reads in a statement of their own, because a statement reads
+ * as of its start: one that waited for the lock would miss the tasks (and the deletions) its
+ * holder committed meanwhile (only the locked row itself is read again as it is then).
  */
-export async function lockAccountForWork(database: Database, tx: Tx, accountId: string): Promise<AccountWork> {
-  const row = await tx
-    .selectFrom('accounts')
-    .select((eb) => [
-      'storage_used',
-      eb
-        .selectFrom('tasks')
-        .select(eb.fn.countAll<number>().as('n'))
-        .where('tasks.account_id', '=', accountId)
-        .where('tasks.status', 'in', ACTIVE_STATUSES)
-        .as('active'),
-    ])
-    .where('accounts.id', '=', accountId)
-    .$if(database.rowLocks, (qb) => qb.forNoKeyUpdate())
-    .executeTakeFirst();
-  return { storageUsed: Number(row?.storage_used ?? 0), activeTasks: Number(row?.active ?? 0) };
+export async function lockAccountForWork<T = never>(
+  database: Database,
+  tx: Tx,
+  accountId: string,
+  also?: (eb: ExpressionBuilder<DB, never>) => RawBuilder<T>,
+): Promise<AccountWork & { also: T | undefined }> {
+  const reads = (eb: ExpressionBuilder<DB, never>) => [
+    eb
+      .selectFrom('tasks')
+      .select(eb.fn.countAll<number>().as('n'))
+      .where('tasks.account_id', '=', accountId)
+      .where('tasks.status', 'in', ACTIVE_STATUSES)
+      .as('active'),
+    (also ? also(eb) : sql<T | null>`NULL`).as('also'),
+  ];
+  let storageUsed: number | undefined;
+  let row: { active: number | null; also: unknown } | undefined;
+  if (database.rowLocks) {
+    const locked = await tx.selectFrom('accounts').select('storage_used').where('id', '=', accountId).forNoKeyUpdate().executeTakeFirst();
+    storageUsed = locked?.storage_used;
+    row = await tx.selectNoFrom(reads).executeTakeFirst();
+  } else {
+    const read = await tx
+      .selectFrom('accounts')
+      .select((eb) => ['storage_used', ...reads(eb as unknown as ExpressionBuilder<DB, never>)])
+      .where('accounts.id', '=', accountId)
+      .executeTakeFirst();
+    storageUsed = read?.storage_used;
+    row = read;
+  }
+  return { storageUsed: Number(storageUsed ?? 0), activeTasks: Number(row?.active ?? 0), also: (row?.also ?? undefined) as T | undefined };
 }
 
 export function checkQueuedTasks(work: AccountWork, limits: PlanLimits, adding: number): void {
@@ -235,16 +289,33 @@ export async function tryChargeStorage(tx: Tx, accountId: string, limit: number,
   return Number(result.numUpdatedRows) === 1;
 }
 
+/**
+ * `tryChargeStorage` as a CTE of another statement (`Database.writingCtes`): the account's id
+ * when the bytes were added, no row when they would not fit. It is the statement's first lock
+ * (the lock order above), as the charge is an upload's first write.
+ */
+export const chargingStorage = (qb: QueryCreator<DB>, accountId: string, limit: number, bytes: number) =>
+  qb
+    .updateTable('accounts')
+    .set({ storage_used: sql`storage_used + ${bytes}` })
+    .where('id', '=', accountId)
+    // Nothing stored fits even an account over its limit (a smaller plan), as in tryChargeStorage.
+    .where(sql<boolean>`(${bytes} = 0 OR storage_used + ${bytes} <= ${limit})`)
+    .returning('accounts.id');
+
+/** STORAGE_LIMIT_EXCEEDED for `bytes` more (the storage used read again, for the error's details). */
+export async function storageRefused(db: Tx | Database['db'], accountId: string, limits: PlanLimits, bytes: number): Promise<AppError> {
+  return new AppError('STORAGE_LIMIT_EXCEEDED', `Storing ${bytes} more bytes would pass the plan's storage limit`, {
+    limit: limits.storageBytes,
+    used: await storageUsed(db, accountId),
+    requested: bytes,
+    resetsAt: null,
+  });
+}
+
 /** Reserves `bytes` of the account's storage, or refuses with STORAGE_LIMIT_EXCEEDED. */
 export async function chargeStorage(tx: Tx, accountId: string, limits: PlanLimits, bytes: number): Promise<void> {
-  if (!(await tryChargeStorage(tx, accountId, limits.storageBytes, bytes))) {
-    throw new AppError('STORAGE_LIMIT_EXCEEDED', `Storing ${bytes} more bytes would pass the plan's storage limit`, {
-      limit: limits.storageBytes,
-      used: await storageUsed(tx, accountId),
-      requested: bytes,
-      resetsAt: null,
-    });
-  }
+  if (!(await tryChargeStorage(tx, accountId, limits.storageBytes, bytes))) throw await storageRefused(tx, accountId, limits, bytes);
 }
 
 /**

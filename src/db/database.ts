@@ -3,7 +3,20 @@
 // The order in which transactions take their locks is written at the top of
 // src/accounts/quota.ts.
 import Sqlite from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type MigrationProvider, type SqliteDatabase, type Transaction } from 'kysely';
+import {
+  Kysely,
+  Migrator,
+  PostgresDialect,
+  SqliteDialect,
+  sql,
+  type MigrationProvider,
+  type RawBuilder,
+  type SelectQueryBuilder,
+  type SqliteDatabase,
+  type Transaction,
+} from 'kysely';
+import { jsonArrayFrom as postgresJsonArray } from 'kysely/helpers/postgres';
+import { jsonArrayFrom as sqliteJsonArray } from 'kysely/helpers/sqlite';
 import pg from 'pg';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -26,6 +39,11 @@ export interface Database {
   skipLocked: boolean;
   /** PostgreSQL locks rows it reads with FOR … UPDATE; SQLite has one writer and needs none. */
   rowLocks: boolean;
+  /**
+   * PostgreSQL's WITH may hold INSERT, UPDATE and DELETE (data-modifying CTEs): two tables
+   * written by one statement, which needs no transaction around it. SQLite's may not.
+   */
+  writingCtes: boolean;
   /** A connection string for LISTEN/NOTIFY, where the dialect has it. */
   postgresUrl?: string;
   /**
@@ -43,6 +61,12 @@ export interface Database {
    * does nothing there.
    */
   lockRow(tx: Tx, table: LockableTable, id: string): Promise<void>;
+  /**
+   * A subquery's rows as one JSON array (PostgreSQL's json_agg, SQLite's json_group_array over
+   * its explicit selections), in its order: a statement returns its rows with their children.
+   * Read the value back with `jsonRows`.
+   */
+  jsonArrayFrom<O>(query: SelectQueryBuilder<DB, keyof DB, O>): RawBuilder<O[]>;
   /** Answers when the database does (readiness); throws what the driver says when it does not. */
   check(): Promise<void>;
   /**
@@ -82,8 +106,10 @@ export async function openDatabase(config: DatabaseConfig, options: { poolSize?:
       dialect: 'sqlite',
       skipLocked: false,
       rowLocks: false,
+      writingCtes: false,
       transaction: (fn) => retrying(() => db.transaction().execute(fn), isSqliteBusy, 20),
       lockRow: async () => {},
+      jsonArrayFrom: (query) => sqliteJsonArray(query) as RawBuilder<never[]>,
       check: () => answers(db),
       statementCount,
       close: () => db.destroy(),
@@ -107,11 +133,13 @@ export async function openDatabase(config: DatabaseConfig, options: { poolSize?:
     dialect: 'postgres',
     skipLocked: true,
     rowLocks: true,
+    writingCtes: true,
     postgresUrl: config.url,
     transaction: (fn) => retrying(() => db.transaction().execute(fn), isPostgresConflict, 5),
     lockRow: async (tx, table, id) => {
       await tx.selectFrom(table).select('id').where('id', '=', id).forNoKeyUpdate().execute();
     },
+    jsonArrayFrom: (query) => postgresJsonArray(query) as RawBuilder<never[]>,
     check: () => answers(db),
     statementCount,
     close: () => db.destroy(),
@@ -187,6 +215,9 @@ export async function migrate(database: Database): Promise<void> {
     await new Promise((r) => setTimeout(r, 100 * (attempt + 1)));
   }
 }
+
+/** A `Database.jsonArrayFrom` value as read back: PostgreSQL's driver parses JSON, SQLite's hands back the text. */
+export const jsonRows = <O>(value: O[] | string | null | undefined): O[] => (typeof value === 'string' ? (JSON.parse(value) as O[]) : (value ?? []));
 
 /** Unique-constraint violation, in either dialect. */
 export function isUniqueViolation(err: unknown): boolean {

@@ -21,10 +21,20 @@ export interface StoredResponse {
  */
 export async function withIdempotency(
   database: Database,
-  scope: { accountId: string; key: string | undefined; fingerprint: string; now: number },
+  scope: {
+    accountId: string;
+    key: string | undefined;
+    fingerprint: string;
+    now: number;
+    /** `work` sends one statement: with no key, it runs outside a transaction (no BEGIN, no COMMIT). */
+    alone?: boolean;
+  },
   work: (tx: Tx) => Promise<{ statusCode: number; body: unknown }>,
 ): Promise<StoredResponse> {
   const { accountId, key, now } = scope;
+  // A single statement is atomic by itself. `work` is typed for a transaction; it gets the
+  // database's handle, which answers the same queries (Transaction adds nothing it uses).
+  if (key === undefined && scope.alone) return { ...(await work(database.db as Tx)), replayed: false };
   for (let attempt = 0; ; attempt++) {
     try {
       return await database.transaction(async (tx) => {

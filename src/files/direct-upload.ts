@@ -265,7 +265,7 @@ export class DirectUploads {
           if (current.status === 'confirmed') return confirmedFile(tx, current); // a concurrent confirm won
           throw uploadExpired(current);
         }
-        return recordUpload(tx, clock, accountId, limits, inspected, { reserved: true });
+        return recordUpload(database, tx, clock, accountId, limits, inspected, { reserved: true });
       });
     } catch (err) {
       if (err instanceof AppError && err.code === 'UPLOAD_EXPIRED') await storage.delete(finalKey);

@@ -1,10 +1,10 @@
 // File records: what the API says about a stored object, and who may see it.
-import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB, type FilesTable } from '../db/schema.js';
 import { AppError, notFound } from '../errors.js';
-import { lockAccount, releaseStorage, tryChargeStorage } from '../accounts/quota.js';
+import { chargingStorage, lockAccount, releaseStorage, tryChargeStorage } from '../accounts/quota.js';
 import type { ObjectStorage } from '../storage/storage.js';
 import { forgetPreviews } from '../imaging/preview.js';
 import { forgetInfo } from './info.js';
@@ -12,9 +12,72 @@ import { olderThan, pageOf } from '../db/pagination.js';
 
 export type FileRecord = Selectable<FilesTable>;
 
+/** Every column of a file's row, by name (SQLite's json_object takes them one by one). */
+const FILE_COLUMNS = [
+  'id',
+  'account_id',
+  'origin',
+  'storage_key',
+  'filename',
+  'mime_type',
+  'format',
+  'size',
+  'width',
+  'height',
+  'pages',
+  'etag',
+  'task_id',
+  'output_index',
+  'created_at',
+  'expires_at',
+  'deleted_at',
+] as const satisfies readonly (keyof FileRecord)[];
+// A column added to FilesTable and not listed above fails to compile here.
+const allFileColumns: Record<Exclude<keyof FileRecord, (typeof FILE_COLUMNS)[number]>, never> = {};
+void allFileColumns;
+
+/**
+ * The files the task of the enclosing statement over `tasks` reads, in order (deleted ones too),
+ * as one JSON array (read it back with `jsonRows`): the claim hands them to the worker with the
+ * task instead of a read of its own.
+ */
+export function inputFilesOfTask(database: Database, eb: ExpressionBuilder<DB, 'tasks'>): RawBuilder<FileRecord[]> {
+  const query = eb
+    .selectFrom('task_inputs')
+    .innerJoin('files', 'files.id', 'task_inputs.file_id')
+    .select(FILE_COLUMNS.map((column) => `files.${column}` as const))
+    .whereRef('task_inputs.task_id', '=', 'tasks.id')
+    .orderBy('task_inputs.position');
+  return database.jsonArrayFrom(query) as RawBuilder<FileRecord[]>;
+}
+
 /** The caller's file, readable now: 404 for another account's or a deleted one, 410 when expired. */
 export async function getLiveFile(db: Kysely<DB>, accountId: string, fileId: string, now: number): Promise<FileRecord> {
   const file = await db.selectFrom('files').selectAll().where('id', '=', fileId).where('account_id', '=', accountId).executeTakeFirst();
+  return liveFile(file, now);
+}
+
+/**
+ * The account's files of `fileIds` (whatever their state) as one JSON array, for a statement of
+ * another module (read it back with `jsonRows`): queuing work reads its inputs with the
+ * statement that locks the account. `liveFile` then judges each as getLiveFile does.
+ */
+export function filesOfAccount(
+  database: Database,
+  eb: ExpressionBuilder<DB, never>,
+  accountId: string,
+  fileIds: readonly string[],
+): RawBuilder<FileRecord[]> {
+  const query = eb
+    .selectFrom('files')
+    .select(FILE_COLUMNS.map((column) => `files.${column}` as const))
+    .where('files.id', 'in', [...fileIds])
+    .where('files.account_id', '=', accountId);
+  return database.jsonArrayFrom(query) as RawBuilder<FileRecord[]>;
+}
+
+/** getLiveFile's answer for a file read already (undefined: none of the caller's has the id). */
+export function liveFile(file: FileRecord | undefined, now: number): FileRecord {
   if (!file) throw notFound('File');
   if (file.expires_at <= now)
     throw new AppError('FILE_EXPIRED', 'The file has expired and its bytes were deleted', { expiredAt: iso(file.expires_at) });
@@ -70,46 +133,56 @@ export interface StoredOutput {
  * Records a task's outputs as the account's files, in the transaction that completes the task
  * and under the account's lock it holds (the lock order in quota.ts): their bytes are charged
  * to the account's storage, or, when they would take it past `storageLimit`, nothing is
- * recorded and the refusal is answered (the task fails STORAGE_LIMIT_EXCEEDED).
+ * recorded and the refusal is answered (the task fails STORAGE_LIMIT_EXCEEDED). On PostgreSQL
+ * the charge and the rows are one statement.
  */
 export async function recordOutputs(
+  database: Database,
   tx: Tx,
   task: { id: string; accountId: string },
   outputs: StoredOutput[],
   terms: { now: number; retentionMs: number; storageLimit: number },
 ): Promise<{ code: string; message: string } | undefined> {
   const bytes = outputs.reduce((sum, o) => sum + o.size, 0);
-  if (!(await tryChargeStorage(tx, task.accountId, terms.storageLimit, bytes))) {
-    return {
-      code: 'STORAGE_LIMIT_EXCEEDED',
-      message: `The output (${bytes} bytes) would take the account past its storage limit of ${terms.storageLimit} bytes; nothing was kept`,
-    };
+  const refused = () => ({
+    code: 'STORAGE_LIMIT_EXCEEDED',
+    message: `The output (${bytes} bytes) would take the account past its storage limit of ${terms.storageLimit} bytes; nothing was kept`,
+  });
+  const rows: FileRecord[] = outputs.map((o, index) => ({
+    id: o.fileId,
+    account_id: task.accountId,
+    origin: 'output' as const,
+    storage_key: o.storageKey,
+    filename: o.filename,
+    mime_type: o.mimeType,
+    format: o.format,
+    size: o.size,
+    width: o.width ?? null,
+    height: o.height ?? null,
+    pages: o.pages ?? null,
+    etag: o.etag,
+    task_id: task.id,
+    output_index: index,
+    created_at: terms.now,
+    expires_at: terms.now + terms.retentionMs,
+    deleted_at: null,
+  }));
+  if (rows.length && database.writingCtes) {
+    // The rows, typed as the table's (json_populate_recordset), inserted only from the charge's
+    // returned row: refused, nothing is written.
+    const inserted = await tx
+      .with('charged', (qb) => chargingStorage(qb, task.accountId, terms.storageLimit, bytes))
+      .insertInto('files')
+      .columns(FILE_COLUMNS)
+      .expression(
+        sql`SELECT ${sql.join(FILE_COLUMNS.map((column) => sql.ref(`r.${column}`)))} FROM charged, json_populate_recordset(NULL::files, ${JSON.stringify(rows)}) AS r`,
+      )
+      .returning('id')
+      .execute();
+    return inserted.length ? undefined : refused();
   }
-  if (!outputs.length) return undefined;
-  await tx
-    .insertInto('files')
-    .values(
-      outputs.map((o, index) => ({
-        id: o.fileId,
-        account_id: task.accountId,
-        origin: 'output' as const,
-        storage_key: o.storageKey,
-        filename: o.filename,
-        mime_type: o.mimeType,
-        format: o.format,
-        size: o.size,
-        width: o.width ?? null,
-        height: o.height ?? null,
-        pages: o.pages ?? null,
-        etag: o.etag,
-        task_id: task.id,
-        output_index: index,
-        created_at: terms.now,
-        expires_at: terms.now + terms.retentionMs,
-        deleted_at: null,
-      })),
-    )
-    .execute();
+  if (!(await tryChargeStorage(tx, task.accountId, terms.storageLimit, bytes))) return refused();
+  if (rows.length) await tx.insertInto('files').values(rows).execute();
   return undefined;
 }
 

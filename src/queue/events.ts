@@ -4,6 +4,7 @@
 // src/queue/notify.ts) publishes what happens here and delivers what happens elsewhere; the
 // slow poll is the safety net either way.
 import { EventEmitter } from 'node:events';
+import type { RawBuilder } from 'kysely';
 
 /**
  * What crosses processes: `queued` (every lane) or `queued:<lane>`, `finished:<taskId>`,
@@ -12,25 +13,50 @@ import { EventEmitter } from 'node:events';
  */
 export type QueueMessage = string;
 
+/**
+ * A message as an expression that a statement of the committing transaction carries (PostgreSQL:
+ * `pg_notify`, sent when the transaction commits, not at all when it rolls back or the statement
+ * returns no row): the wake-up without a statement of its own.
+ */
+export type CarriedMessage = RawBuilder<unknown>;
+
+/** The message that wakes the workers of `lane` (of every lane when it is not said). */
+export const queuedMessage = (lane?: string): QueueMessage => (lane ? `queued:${lane}` : 'queued');
+/** The message that a task finished. */
+export const finishedMessage = (taskId: string): QueueMessage => `finished:${taskId}`;
+
 export class QueueEvents extends EventEmitter {
   private publish: ((message: QueueMessage) => void) | undefined;
+  private carry: ((message: QueueMessage) => CarriedMessage) | undefined;
 
   constructor() {
     super();
     this.setMaxListeners(0);
   }
-  /** Also tell other processes from now on (undefined: this process only). */
-  bridge(publish: ((message: QueueMessage) => void) | undefined): void {
+  /**
+   * Also tell other processes from now on (undefined: this process only): `publish` sends a
+   * message, `carry` makes one a statement can carry (see `carried`).
+   */
+  bridge(publish: ((message: QueueMessage) => void) | undefined, carry?: (message: QueueMessage) => CarriedMessage): void {
     this.publish = publish;
+    this.carry = publish ? carry : undefined;
+  }
+  /**
+   * `message` for other processes as an expression to select in a statement of the transaction
+   * that makes it true (undefined when there is no bridge, or it cannot): the event is then
+   * emitted after the commit with `{ published: true }`, and not sent again.
+   */
+  carried(message: QueueMessage): CarriedMessage | undefined {
+    return this.carry?.(message);
   }
   /**
    * Tasks became runnable in `lane` (in any lane when it is not said); call after the
    * transaction that queued them has committed. Listeners get the lane (or undefined): only
    * that lane's workers need to look.
    */
-  queued(lane?: string): void {
+  queued(lane?: string, { published = false } = {}): void {
     this.emit('queued', lane);
-    this.publish?.(lane ? `queued:${lane}` : 'queued');
+    if (!published) this.publish?.(queuedMessage(lane));
   }
   /** Webhook deliveries were queued (are due now); call after their transaction has committed. */
   deliveries(): void {
@@ -38,10 +64,10 @@ export class QueueEvents extends EventEmitter {
     this.publish?.('deliveries');
   }
   /** A task finished; call after its transaction has committed. */
-  finished(taskId: string): void {
+  finished(taskId: string, { published = false } = {}): void {
     this.emit(`finished:${taskId}`);
     this.emit('finished', taskId);
-    this.publish?.(`finished:${taskId}`);
+    if (!published) this.publish?.(finishedMessage(taskId));
   }
   /**
    * Something other processes cache changed (`signing-keys`): they drop their copies now, not

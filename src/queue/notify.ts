@@ -1,6 +1,7 @@
 // Wake-ups across processes on PostgreSQL. Every process LISTENs on one channel with a
 // connection of its own (reconnecting with backoff when it drops) and NOTIFYs it, through the
-// pool, after a commit that queued or finished tasks: workers in other processes claim at once,
+// pool, after a commit that queued or finished tasks (or from a statement of that commit's
+// transaction, `QueueEvents.carried`: PostgreSQL sends it at the commit): workers in other processes claim at once,
 // and long-polls in other API processes answer at once. Missed messages cost only latency: the
 // workers' slow poll and the long-poll's periodic re-read are the safety net.
 import crypto from 'node:crypto';
@@ -32,7 +33,10 @@ export class PgWakeups {
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
-    this.events.bridge((message) => this.publish(message));
+    this.events.bridge(
+      (message) => this.publish(message),
+      (message) => sql`pg_notify(${CHANNEL}, ${this.payload(message)})`,
+    );
     void this.connect();
   }
 
@@ -45,8 +49,12 @@ export class PgWakeups {
     await client?.end().catch(() => {});
   }
 
+  private payload(message: QueueMessage): string {
+    return `${this.origin} ${message}`;
+  }
+
   private publish(message: QueueMessage): void {
-    sql`SELECT pg_notify(${CHANNEL}, ${`${this.origin} ${message}`})`
+    sql`SELECT pg_notify(${CHANNEL}, ${this.payload(message)})`
       .execute(this.database.db)
       .catch((err) => this.logger.warn({ err }, 'queue wake-up NOTIFY failed; other processes will notice at their next poll'));
   }

@@ -2,15 +2,19 @@
 // holding it, put lapsed leases back, retry transient faults with capped exponential backoff.
 import { sql, type ExpressionBuilder, type Selectable } from 'kysely';
 import type { Clock } from '../clock.js';
-import type { Database, Tx } from '../db/database.js';
+import { jsonRows, type Database, type Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB, type TaskLane, type TasksTable } from '../db/schema.js';
-import { lockAccount, refundTask } from '../accounts/quota.js';
-import type { QueueEvents } from './events.js';
+import { lockingAccount, refundTask } from '../accounts/quota.js';
+import { inputFilesOfTask, type FileRecord } from '../files/files.js';
+import { finishedMessage, type QueueEvents } from './events.js';
 
 export type TaskRow = Selectable<TasksTable>;
 
-/** A claimed task, with its account's plan and storage used as the claim found them (the run's limits). */
-export type ClaimedTask = TaskRow & { account: { plan: string; storageUsed: number } | undefined };
+/**
+ * A claimed task, with its account's plan and storage used as the claim found them (the run's
+ * limits), and the files it reads, in order (deleted ones too: the run fails INPUT_MISSING).
+ */
+export type ClaimedTask = TaskRow & { account: { plan: string; storageUsed: number } | undefined; inputs: FileRecord[] };
 
 /**
  * Called inside the transaction that ends `taskIds` (tasks of `accountId` that have just
@@ -80,7 +84,7 @@ export const backoffMs = (attempts: number): number => Math.min(BACKOFF_CAP_MS, 
 
 export class TaskQueue {
   constructor(
-    private readonly database: Database,
+    readonly database: Database,
     private readonly clock: Clock,
     readonly events: QueueEvents,
     private readonly tasksEnded: TasksEnded,
@@ -134,11 +138,20 @@ export class TaskQueue {
     const claimed = skipLocked
       ? // PostgreSQL: pick the rows once, in a materialized CTE (as graphile-worker does). As a
         // plain `IN (subquery)` the locking subquery may be re-run during the update and, skipping
-        // the rows it has just taken, hand back many more than `limit` tasks.
+        // the rows it has just taken, hand back many more than `limit` tasks. The same statement
+        // stamps their accounts served, in the order of their ids (two claims never wait on each
+        // other's stamps in a circle; the tasks themselves are taken with SKIP LOCKED).
         await db
           .with(
             (cte) => cte('picked').materialized(),
-            () => runnable,
+            () => runnable.select('tasks.account_id'),
+          )
+          .with('stamped', (qb) =>
+            qb
+              .insertInto('account_lanes')
+              .columns(['account_id', 'lane', 'last_served_at'])
+              .expression(sql`SELECT DISTINCT account_id, CAST(${lane} AS text), CAST(${now} AS bigint) FROM picked ORDER BY account_id`)
+              .onConflict((oc) => oc.columns(['account_id', 'lane']).doUpdateSet({ last_served_at: now })),
           )
           .updateTable('tasks')
           .set(lease)
@@ -148,6 +161,7 @@ export class TaskQueue {
           .returningAll('tasks')
           .returning(waiting)
           .returning(accountOfTask)
+          .returning((eb) => inputFilesOfTask(this.database, eb).as('inputs'))
           .execute()
       : await db
           .updateTable('tasks')
@@ -157,19 +171,21 @@ export class TaskQueue {
           .returningAll()
           .returning(waiting)
           .returning(accountOfTask)
+          .returning((eb) => inputFilesOfTask(this.database, eb).as('inputs'))
           .execute();
     // PostgreSQL's RETURNING sees the table as the statement found it (the claimed tasks still
     // queued); SQLite's, as each row is updated, so its smallest count is what is left after.
     const counts = claimed.map((row) => Number(row.waiting));
     const more = claimed.length > 0 && (skipLocked ? Math.max(...counts) > claimed.length : Math.min(...counts) > 0);
-    const tasks: ClaimedTask[] = claimed.map(({ waiting: _waiting, account_plan, account_storage_used, ...task }) => ({
+    const tasks: ClaimedTask[] = claimed.map(({ waiting: _waiting, account_plan, account_storage_used, inputs, ...task }) => ({
       ...task,
       account: account_plan === null ? undefined : { plan: account_plan, storageUsed: Number(account_storage_used ?? 0) },
+      inputs: jsonRows(inputs),
     }));
-    const accounts = [...new Set(tasks.map((t) => t.account_id))];
-    // One account at a time, each its own statement: a claim never holds one account's row while
-    // it waits for another's.
-    for (const accountId of accounts) await this.markServed(accountId, lane, now);
+    if (!skipLocked) {
+      // SQLite (one writer): one statement per account stamped served.
+      for (const accountId of new Set(tasks.map((t) => t.account_id))) await this.markServed(accountId, lane, now);
+    }
     return { tasks, more };
   }
 
@@ -204,31 +220,51 @@ export class TaskQueue {
   async complete(completion: Completion): Promise<boolean> {
     const { task, workerId, outputFileIds, bundled } = completion;
     const now = this.clock.now();
+    // Other processes hear that the task finished from the statement that ends it (completed, or
+    // failed below), sent at the commit.
+    const finished = this.events.carried(finishedMessage(task.id));
     const outcome = await this.database.transaction(async (tx) => {
-      // The lock order of quota.ts: the account, then the task (then the new output files).
-      await lockAccount(this.database, tx, task.account_id);
       // Completed in one statement with the check that the lease is still this worker's (which
       // locks the task's row); outputs refused below turn it into a failure in this transaction.
-      const held = await tx
-        .updateTable('tasks')
-        .set({
-          status: 'completed',
-          progress: 100,
-          output_file_id: outputFileIds[0] ?? null,
-          output_file_ids: bundled ? JSON.stringify(outputFileIds.slice(1)) : null,
-          result: JSON.stringify(completion.result),
-          error_code: null,
-          error_message: null,
-          error_details: null,
-          lease_owner: null,
-          lease_expires_at: null,
-          completed_at: now,
-        })
-        .where('id', '=', task.id)
-        .where('lease_owner', '=', workerId)
-        .where('status', '=', 'processing')
-        .returning((eb) => ['charged', webhooksVersion(eb)])
-        .executeTakeFirst();
+      const completed = {
+        status: 'completed' as const,
+        progress: 100,
+        output_file_id: outputFileIds[0] ?? null,
+        output_file_ids: bundled ? JSON.stringify(outputFileIds.slice(1)) : null,
+        result: JSON.stringify(completion.result),
+        error_code: null,
+        error_message: null,
+        error_details: null,
+        lease_owner: null,
+        lease_expires_at: null,
+        completed_at: now,
+      };
+      const held = this.database.rowLocks
+        ? // The lock order of quota.ts: the account (locked by the joined CTE, read before the
+          // task's row is locked), then the task (then the new output files).
+          await tx
+            .with(
+              (cte) => cte('account').materialized(),
+              (qb) => lockingAccount(qb, task.account_id),
+            )
+            .updateTable('tasks')
+            .set(completed)
+            .from('account')
+            .where('tasks.id', '=', task.id)
+            .where('tasks.lease_owner', '=', workerId)
+            .where('tasks.status', '=', 'processing')
+            .returning(['tasks.charged', 'account.webhooks_version'])
+            .$if(finished !== undefined, (qb) => qb.returning(finished!.as('finished')))
+            .executeTakeFirst()
+        : await tx
+            .updateTable('tasks')
+            .set(completed)
+            .where('id', '=', task.id)
+            .where('lease_owner', '=', workerId)
+            .where('status', '=', 'processing')
+            .returning((eb) => ['charged', webhooksVersion(eb)])
+            .$if(finished !== undefined, (qb) => qb.returning(finished!.as('finished')))
+            .executeTakeFirst();
       if (!held) return { outcome: 'lost' as const, deliveries: 0 };
       const refused = await completion.recordOutputs(tx, now);
       if (refused) {
@@ -247,7 +283,7 @@ export class TaskQueue {
       const deliveries = await this.tasksEnded(tx, task.account_id, [task.id], now, held.webhooks_version ?? undefined);
       return { outcome: 'completed' as const, deliveries };
     });
-    if (outcome.outcome !== 'lost') this.events.finished(task.id);
+    if (outcome.outcome !== 'lost') this.events.finished(task.id, { published: finished !== undefined });
     if (outcome.deliveries) this.events.deliveries();
     return outcome.outcome === 'completed';
   }

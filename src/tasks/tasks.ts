@@ -1,20 +1,31 @@
 // Tasks as the API shows them: queueing (single and batch), reading, listing, canceling.
 import type { Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
-import type { Database, Tx } from '../db/database.js';
+import { jsonRows, type Database, type Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, isFinished, type TaskLane, type TasksTable } from '../db/schema.js';
 import { AppError, TaskError, notFound } from '../errors.js';
 import { isAnimation } from '../imaging/formats.js';
 import { checkOutputSize, checkSource, outputFrames } from '../imaging/limits.js';
 import { newId } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
-import { chargeBatchFiles, chargeTasks, checkQueuedTasks, checkStorage, lockAccount, lockAccountForWork } from '../accounts/quota.js';
-import { getLiveFile, type FileRecord } from '../files/files.js';
+import {
+  chargeBatchFiles,
+  chargeTasks,
+  chargingTasks,
+  checkQueuedTasks,
+  checkStorage,
+  lockAccount,
+  lockAccountForWork,
+  monthlyQuotaExceeded,
+} from '../accounts/quota.js';
+import { sql } from 'kysely';
+import { filesOfAccount, liveFile, type FileRecord } from '../files/files.js';
 import { olderThan, pageOf } from '../db/pagination.js';
 import type { AnyOperation } from '../operations/types.js';
 import { acceptsFormat } from '../files/kinds.js';
 import { batchToApi, taskErrorToApi, taskToApi } from './view.js';
 import { recordTasksEnded } from './ended.js';
+import type { CarriedMessage } from '../queue/events.js';
 
 type TaskRow = Selectable<TasksTable>;
 
@@ -34,23 +45,33 @@ export interface Submission {
   clock: Clock;
   op: AnyOperation;
   submitter: Submitter;
+  /** The workers' wake-up, carried by the statement that inserts the tasks (`QueueEvents.carried`). */
+  wake?: CarriedMessage;
 }
 
-/** Loads the inputs (404/410), checks the kind accepts them (409) and the cross-field rules (400). */
-async function resolveInputs(
-  tx: Tx,
+/**
+ * The work's inputs and the files its options name (a watermark's logo), read with the
+ * statement that locks the account (lockAccountForWork), by id.
+ */
+async function lockAccountWithInputs(database: Database, tx: Tx, accountId: string, fileIds: readonly string[]) {
+  const work = await lockAccountForWork(database, tx, accountId, (eb) => filesOfAccount(database, eb, accountId, fileIds));
+  return { work, found: new Map(jsonRows(work.also).map((file) => [file.id, file])) };
+}
+
+/** Judges the inputs (404/410), checks the kind accepts them (409) and the cross-field rules (400). */
+function resolveInputs(
   op: AnyOperation,
   submitter: Submitter,
   fileIds: string[],
   options: Record<string, unknown>,
   now: number,
-): Promise<FileRecord[]> {
+  found: ReadonlyMap<string, FileRecord>,
+): FileRecord[] {
   // Rules between options come first: validation outranks not found (API.md's order of errors).
   const optionErrors = op.check?.(options, [], submitter.limits) ?? [];
   if (optionErrors.length)
     throw new AppError('VALIDATION_ERROR', optionErrors.map((e) => `${e.field}: ${e.message}`).join('; '), { fields: optionErrors });
-  const files: FileRecord[] = [];
-  for (const fileId of fileIds) files.push(await getLiveFile(tx, submitter.accountId, fileId, now));
+  const files = fileIds.map((fileId) => liveFile(found.get(fileId), now));
   for (const file of files) {
     if (!acceptsFormat(op.accepts, file.format)) {
       throw new AppError('INPUT_NOT_SUPPORTED', `${op.kind} does not accept ${file.format} files`, { fileId: file.id, format: file.format });
@@ -60,7 +81,7 @@ async function resolveInputs(
   if (errors.length) throw new AppError('VALIDATION_ERROR', errors.map((e) => `${e.field}: ${e.message}`).join('; '), { fields: errors });
   // Files the options name (a watermark's logo) must be the caller's live images too.
   for (const fileId of op.extraInputs?.(options) ?? []) {
-    const file = await getLiveFile(tx, submitter.accountId, fileId, now);
+    const file = liveFile(found.get(fileId), now);
     if (!acceptsFormat('image', file.format)) {
       throw new AppError('INPUT_NOT_SUPPORTED', `${file.format} files cannot be used here`, { fileId: file.id, format: file.format });
     }
@@ -142,10 +163,11 @@ function taskRow(
   };
 }
 
-async function insertTasks(database: Database, tx: Tx, rows: { task: TaskRow; fileIds: string[] }[]): Promise<void> {
+async function insertTasks(database: Database, tx: Tx, rows: { task: TaskRow; fileIds: string[] }[], wake?: CarriedMessage): Promise<void> {
   await tx
     .insertInto('tasks')
     .values(rows.map((r) => r.task))
+    .$if(wake !== undefined, (qb) => qb.returning(wake!.as('woke')))
     .execute();
   const inputs = rows.flatMap((r) => r.fileIds.map((fileId, position) => ({ task_id: r.task.id, file_id: fileId, position })));
   if (inputs.length) await tx.insertInto('task_inputs').values(inputs).execute();
@@ -162,16 +184,50 @@ async function insertTasks(database: Database, tx: Tx, rows: { task: TaskRow; fi
 }
 
 /**
+ * PostgreSQL (`Database.writingCtes`): charges the month's quota for one task and inserts it
+ * with its inputs in one statement, the rows written only when the charge fit (else
+ * MONTHLY_QUOTA_EXCEEDED, and the caller's transaction undoes the day's count). Rows go in as
+ * JSON typed by the tables' own row types (json_populate_recordset).
+ */
+async function insertChargedTask(tx: Tx, submitter: Submitter, row: { task: TaskRow; fileIds: string[] }, now: number, wake?: CarriedMessage) {
+  const { accountId, limits } = submitter;
+  const charging = chargingTasks(tx, accountId, limits, 1, now);
+  if (!charging) throw await monthlyQuotaExceeded(tx, accountId, limits, 1, now);
+  const fits = sql<boolean>`(SELECT count(*) FROM charged) = 2`;
+  const inputs = row.fileIds.map((fileId, position) => ({ task_id: row.task.id, file_id: fileId, position }));
+  const columns = Object.keys(row.task) as (keyof TaskRow)[];
+  const inserted = await tx
+    .with('charged', () => charging)
+    .with('inputs', (qb) =>
+      qb
+        .insertInto('task_inputs')
+        .columns(['task_id', 'file_id', 'position'])
+        .expression(
+          sql`SELECT r.task_id, r.file_id, r.position FROM json_populate_recordset(NULL::task_inputs, ${JSON.stringify(inputs)}) AS r WHERE ${fits}`,
+        ),
+    )
+    .insertInto('tasks')
+    .columns(columns)
+    .expression(
+      sql`SELECT ${sql.join(columns.map((column) => sql.ref(`r.${column}`)))} FROM json_populate_recordset(NULL::tasks, ${JSON.stringify([row.task])}) AS r WHERE ${fits}`,
+    )
+    .returning('id')
+    .$if(wake !== undefined, (qb) => qb.returning(wake!.as('woke')))
+    .execute();
+  if (!inserted.length) throw await monthlyQuotaExceeded(tx, accountId, limits, 1, now);
+}
+
+/**
  * Queues one task; the quota is charged in the same transaction. The account is locked first
  * (the lock order in quota.ts): a file deleted or expiring meanwhile cannot become its input,
  * and the storage and quota checks stay true until the task is committed.
  */
-export async function submitTask({ database, tx, clock, op, submitter }: Submission, body: Record<string, unknown>) {
+export async function submitTask({ database, tx, clock, op, submitter, wake }: Submission, body: Record<string, unknown>) {
   const now = clock.now();
   const { fileId, fileIds, ...options } = body as { fileId?: string; fileIds?: string[] } & Record<string, unknown>;
   const ids = op.multiInput ? multipleInputs(fileId, fileIds) : [fileId!];
-  const work = await lockAccountForWork(database, tx, submitter.accountId);
-  const files = await resolveInputs(tx, op, submitter, ids, options, now);
+  const { work, found } = await lockAccountWithInputs(database, tx, submitter.accountId, [...ids, ...(op.extraInputs?.(options) ?? [])]);
+  const files = resolveInputs(op, submitter, ids, options, now, found);
   // Several inputs, one task: the first input past a limit fails it.
   const failure = files.reduce<TaskError | undefined>((found, file) => found ?? failsAtOnce(op, options, file, submitter.limits), undefined);
   const task = taskRow(submitter, op, op.multiInput ? { fileIds: ids } : { fileId: ids[0]! }, options, now, null, failure);
@@ -179,8 +235,12 @@ export async function submitTask({ database, tx, clock, op, submitter }: Submiss
   checkStorage(work, submitter.limits);
   const charged = task.charged;
   checkQueuedTasks(work, submitter.limits, charged);
-  if (charged) await chargeTasks(tx, submitter.accountId, submitter.limits, charged, now);
-  await insertTasks(database, tx, [{ task, fileIds: [...ids, ...(op.extraInputs?.(options) ?? [])] }]);
+  const row = { task, fileIds: [...ids, ...(op.extraInputs?.(options) ?? [])] };
+  if (charged && database.writingCtes) await insertChargedTask(tx, submitter, row, now, wake);
+  else {
+    if (charged) await chargeTasks(tx, submitter.accountId, submitter.limits, charged, now);
+    await insertTasks(database, tx, [row], wake);
+  }
   return { taskId: task.id, status: task.status, type: task.type, createdAt: iso(now), ...(task.error_code ? { error: taskErrorToApi(task) } : {}) };
 }
 
@@ -196,7 +256,7 @@ function multipleInputs(fileId: string | undefined, fileIds: string[] | undefine
 }
 
 /** Queues one task per file, all or nothing; locks as submitTask does. */
-export async function submitBatch({ database, tx, clock, op, submitter }: Submission, body: Record<string, unknown>) {
+export async function submitBatch({ database, tx, clock, op, submitter, wake }: Submission, body: Record<string, unknown>) {
   const now = clock.now();
   const { fileIds, ...options } = body as { fileIds: string[] } & Record<string, unknown>;
   if (fileIds.length > submitter.limits.batchSize) {
@@ -205,8 +265,8 @@ export async function submitBatch({ database, tx, clock, op, submitter }: Submis
       requested: fileIds.length,
     });
   }
-  const work = await lockAccountForWork(database, tx, submitter.accountId);
-  const files = await resolveInputs(tx, op, submitter, fileIds, options, now);
+  const { work, found } = await lockAccountWithInputs(database, tx, submitter.accountId, [...fileIds, ...(op.extraInputs?.(options) ?? [])]);
+  const files = resolveInputs(op, submitter, fileIds, options, now, found);
   const batchId = newId('batch');
   const extra = op.extraInputs?.(options) ?? [];
   const rows = files.map((file, index) => ({
@@ -225,7 +285,7 @@ export async function submitBatch({ database, tx, clock, op, submitter }: Submis
     .insertInto('batches')
     .values({ id: batchId, account_id: submitter.accountId, type: op.kind, size: rows.length, created_at: now })
     .execute();
-  await insertTasks(database, tx, rows);
+  await insertTasks(database, tx, rows, wake);
   return {
     batchId,
     type: op.kind,

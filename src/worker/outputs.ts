@@ -81,7 +81,7 @@ export class OutputStore {
 
   /** Records stored outputs as files, in the completing transaction (see TaskQueue.complete). */
   record(tx: Tx, task: TaskRow, outputs: StoredOutput[], limits: PlanLimits, now: number) {
-    return recordOutputs(tx, { id: task.id, accountId: task.account_id }, outputs, {
+    return recordOutputs(this.deps.database, tx, { id: task.id, accountId: task.account_id }, outputs, {
       now,
       retentionMs: limits.retentionSeconds * 1000,
       storageLimit: limits.storageBytes,

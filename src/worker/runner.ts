@@ -53,7 +53,7 @@ export class TaskRunner {
   ) {}
 
   /** Runs the task and reports its outcome; `stop` aborts it (with `Released`) at shutdown. */
-  async run(task: TaskRow & Partial<Pick<ClaimedTask, 'account'>>, stop: AbortSignal): Promise<void> {
+  async run(task: TaskRow & Partial<Pick<ClaimedTask, 'account' | 'inputs'>>, stop: AbortSignal): Promise<void> {
     const { config, queue, logger, metrics, outputs } = this.deps;
     const started = Date.now();
     const timeLimitMs = this.timeLimitMs(task.type, task.options);
@@ -161,14 +161,15 @@ export class TaskRunner {
   }
 
   private async execute(
-    task: TaskRow,
+    task: TaskRow & Partial<Pick<ClaimedTask, 'inputs'>>,
     limits: PlanLimits,
     run: { signal: AbortSignal; deadline: number; scratchDir: () => Promise<string>; progress: (percent: number) => void },
   ): Promise<OperationResult> {
     const op = getOperation(task.type);
     if (!op) throw new TaskError('INTERNAL_ERROR', `This server has no "${task.type}" operation`);
     const inputs: InputFile[] = [];
-    for (const file of await taskInputFiles(this.deps.database, task.id)) {
+    // The claim read them with the task; a task handed over otherwise reads them now.
+    for (const file of task.inputs ?? (await taskInputFiles(this.deps.database, task.id))) {
       if (file.deleted_at !== null) throw new TaskError('INPUT_MISSING', `The input file ${file.id} was deleted before the task ran`);
       inputs.push({ file, path: await this.localCopy(file, run.scratchDir) });
     }

@@ -7,6 +7,7 @@ import { OPERATIONS } from '../../operations/registry.js';
 import { resultNote } from '../../operations/reference.js';
 import type { AnyOperation } from '../../operations/types.js';
 import { laneOfRequest, submitBatch, submitTask } from '../../tasks/tasks.js';
+import { queuedMessage } from '../../queue/events.js';
 import { withIdempotency } from '../../db/idempotency.js';
 import { fingerprint, readIdempotencyKey } from '../idempotency.js';
 import { API_SECURITY, API_WRITE, IDEMPOTENT, JSON_BODY, apiResponses, documentAs, jsonData, type ApiErrorCode } from '../openapi.js';
@@ -41,6 +42,9 @@ export function jobRoutes(app: FastifyInstance, services: Services): void {
       location: (data: { taskId?: string; batchId?: string }) => string,
     ) =>
     async (request: FastifyRequest<{ Body: Record<string, unknown> }>, reply: FastifyReply) => {
+      const lane = laneOfRequest(op, canonical(request.body));
+      // Other processes' workers are woken by the statement that inserts the tasks, at the commit.
+      const wake = services.events.carried(queuedMessage(lane));
       const response = await withIdempotency(
         database,
         {
@@ -54,13 +58,13 @@ export function jobRoutes(app: FastifyInstance, services: Services): void {
           body: {
             success: true,
             data: await submit(
-              { database, tx, clock, op, submitter: { accountId: request.account.id, limits: request.limits } },
+              { database, tx, clock, op, submitter: { accountId: request.account.id, limits: request.limits }, wake },
               canonical(request.body),
             ),
           },
         }),
       );
-      services.events.queued(laneOfRequest(op, canonical(request.body)));
+      services.events.queued(lane, { published: wake !== undefined });
       const data = (response.body as { data: { taskId?: string; batchId?: string } }).data;
       return reply.code(response.statusCode).header('location', location(data)).send(response.body);
     };

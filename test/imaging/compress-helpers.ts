@@ -64,13 +64,8 @@ export function runCompress(
     limits: DEFAULT_PLANS.max,
     deadline: Date.now() + 600_000,
     signal: new AbortController().signal,
-<<<<<<< HEAD
-    tmpDir,
-    progress,
-=======
     scratchDir: async () => tmpDir,
-    progress: () => {},
->>>>>>> thumbcpu2
+    progress,
     // No LibreOffice, poppler or ffmpeg: an image job reads `ffmpeg` only for AVIF image sequences.
     documents: { ffmpeg: undefined } as never,
   });

@@ -44,7 +44,7 @@ async function runTask(ctx: BenchContext, kind: string, file: string, options: R
     limits: DEFAULT_PLANS.max,
     deadline: Date.now() + 600_000,
     signal: new AbortController().signal,
-    tmpDir: ctx.tmpDir,
+    scratchDir: async () => ctx.tmpDir,
     progress: () => {},
     // No LibreOffice, poppler or ffmpeg: an image job reads `ffmpeg` only for AVIF image sequences.
     documents: { ffmpeg: undefined } as never,

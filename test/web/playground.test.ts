@@ -426,4 +426,39 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     }
     assert.deepEqual(pageErrors, [], 'no uncaught errors in the pages');
   });
+  it('a redact shows what it covered over its input: a box per region, where result.regions puts it', async () => {
+    // Three faces: the face detector's own sample photo (labelled in test/fixtures/faces.json).
+    const photo = path.join(REPO_ROOT, 'node_modules/@vladmandic/face-api/demo/sample1.jpg');
+    const fileId = await client.uploadOk(photo);
+    const input = (await client.get(`/api/files/${fileId}`)).body.data as { width: number; height: number };
+    await page.goto(`${server.url}/playground?fileId=${fileId}&kind=redact`);
+    await page.locator('[data-testid=picked-files] li[data-state=uploaded]').waitFor();
+    await page.getByTestId('kind').selectOption('redact');
+    await page.getByTestId('run').click();
+    await waitCompleted();
+    const taskId = await results().locator('li[data-status=completed]').first().getAttribute('data-task-id');
+    const regions = (await client.get(`/api/tasks/${taskId}`)).body.data.result.regions as {
+      left: number;
+      top: number;
+      width: number;
+      height: number;
+    }[];
+    assert.ok(regions.length >= 2, JSON.stringify(regions));
+    const covered = page.getByTestId('covered-regions');
+    await covered.locator('img').waitFor();
+    const boxes = covered.getByTestId('face-box');
+    assert.equal(await boxes.count(), regions.length);
+    const image = (await covered.locator('img').boundingBox())!;
+    const scale = image.width / input.width;
+    for (const [i, region] of regions.entries()) {
+      const box = (await boxes.nth(i).boundingBox())!;
+      const near = (shown: number, expected: number, what: string) =>
+        assert.ok(Math.abs(shown - expected) <= 1.5, `box ${i} ${what}: ${shown} shown, ${expected} expected`);
+      near(box.x - image.x, region.left * scale, 'left');
+      near(box.y - image.y, region.top * scale, 'top');
+      near(box.width, region.width * scale, 'width');
+      near(box.height, region.height * scale, 'height');
+    }
+    assert.match((await covered.locator('figcaption').textContent())!, new RegExp(`Covered: ${regions.length} faces`));
+  });
 });

@@ -262,3 +262,24 @@ export function PageTitle({ title, children }: { title: string; children?: React
     </div>
   );
 }
+
+/** A pixel box (a face, a covered region) drawn over an image shown at any size: placed in percent of the image's own size. */
+export function RegionBox({
+  box,
+  width,
+  height,
+}: {
+  box: { left: number; top: number; width: number; height: number; score?: number; source?: string };
+  width: number;
+  height: number;
+}) {
+  const percent = (value: number, of: number) => `${(value / of) * 100}%`;
+  return (
+    <div
+      className="face-box"
+      data-testid="face-box"
+      title={box.source === 'region' ? 'region' : `face${box.score !== undefined ? `, score ${box.score}` : ''}`}
+      style={{ left: percent(box.left, width), top: percent(box.top, height), width: percent(box.width, width), height: percent(box.height, height) }}
+    />
+  );
+}

@@ -4,12 +4,11 @@
 import { useEffect, useState } from 'react';
 import type { components } from '../../../sdk/openapi';
 import { api, downloadUrl, fetchBlob, previewUrl, type ApiFile } from '../api';
-import { ErrorBox, PageTitle, useAsync } from '../components';
+import { ErrorBox, PageTitle, RegionBox, useAsync } from '../components';
 import { bytes, dateTime } from '../format';
 import { Link, navigate, useLocation } from '../router';
 
 type FileInfo = components['schemas']['FileInfo'];
-type Face = NonNullable<FileInfo['faces']>[number];
 
 /** The preview's box: large enough for a detail view, small enough to load at once. */
 const PREVIEW_BOX = 1024;
@@ -91,7 +90,7 @@ function FacePreview({ fileId, alt, info, withFaces }: { fileId: string; alt: st
     <div className="face-preview">
       <div className="face-frame" data-testid="face-frame">
         <img src={src} alt={alt} data-testid="file-preview" />
-        {faces && info && faces.map((face, i) => <FaceBox key={i} face={face} width={info.width} height={info.height} />)}
+        {faces && info && faces.map((face, i) => <RegionBox key={i} box={face} width={info.width} height={info.height} />)}
       </div>
       {withFaces && (
         <p className="muted small" role="status">
@@ -105,23 +104,6 @@ function FacePreview({ fileId, alt, info, withFaces }: { fileId: string; alt: st
         </p>
       )}
     </div>
-  );
-}
-
-function FaceBox({ face, width, height }: { face: Face; width: number; height: number }) {
-  const percent = (value: number, of: number) => `${(value / of) * 100}%`;
-  return (
-    <div
-      className="face-box"
-      data-testid="face-box"
-      title={`face, score ${face.score}`}
-      style={{
-        left: percent(face.left, width),
-        top: percent(face.top, height),
-        width: percent(face.width, width),
-        height: percent(face.height, height),
-      }}
-    />
   );
 }
 

@@ -10,7 +10,7 @@ import { useEffect, useMemo, useRef, useState, type DragEvent, type ReactNode } 
 import { api, ApiError, downloadUrl, fetchBlob, isFinished, previewUrl, uploadFile, type ApiFile, type ApiTask } from '../api';
 import { ApiRequestPanel } from '../api-request';
 import type { JobCall } from '../api-snippets';
-import { ErrorBox, PageTitle, ProgressBar, StatusBadge, Thumb, useAsync } from '../components';
+import { ErrorBox, PageTitle, ProgressBar, RegionBox, StatusBadge, Thumb, useAsync } from '../components';
 import { bytes } from '../format';
 import { Markdown } from '../markdown';
 import { Link, useLocation } from '../router';
@@ -398,6 +398,9 @@ function TaskResult({ run, task, entry, rich }: { run: RunRecord; task: ApiTask 
           ) : (
             <Thumb fileId={task.outputFileId} alt={`result of ${entry.label}`} box={320} eager={rich} />
           )}
+          {rich && result.regions?.length && input?.width && input.height ? (
+            <CoveredRegions fileId={input.fileId} regions={result.regions} width={input.width} height={input.height} label={entry.label} />
+          ) : null}
           <p className="muted" data-testid="result-meta">
             {result.format}
             {result.width ? ` · ${result.width}×${result.height}` : ''}
@@ -417,6 +420,42 @@ function TaskResult({ run, task, entry, rich }: { run: RunRecord; task: ApiTask 
         </div>
       )}
     </li>
+  );
+}
+
+/** What a redact covered (result.regions), drawn over the input: the faces it found and the regions it was given. */
+function CoveredRegions(props: {
+  fileId: string;
+  regions: NonNullable<NonNullable<ApiTask['result']>['regions']>;
+  width: number;
+  height: number;
+  label: string;
+}) {
+  const [src, setSrc] = useState<string>();
+  useEffect(() => {
+    const controller = new AbortController();
+    let url: string | undefined;
+    fetchBlob(previewUrl(props.fileId, 640), controller.signal).then(
+      (blob) => setSrc((url = URL.createObjectURL(blob))),
+      () => undefined,
+    );
+    return () => {
+      controller.abort();
+      if (url) URL.revokeObjectURL(url);
+    };
+  }, [props.fileId]);
+  const faces = props.regions.filter((r) => r.source === 'face').length;
+  return (
+    <figure className="covered-regions" data-testid="covered-regions">
+      <div className="face-frame">
+        {src && <img src={src} alt={`${props.label}: before, with what was covered`} />}
+        {src && props.regions.map((region, i) => <RegionBox key={i} box={region} width={props.width} height={props.height} />)}
+      </div>
+      <figcaption className="muted small">
+        Covered: {faces} face{faces === 1 ? '' : 's'}
+        {props.regions.length > faces ? `, ${props.regions.length - faces} given region${props.regions.length - faces === 1 ? '' : 's'}` : ''}
+      </figcaption>
+    </figure>
   );
 }
 

@@ -419,7 +419,15 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     try {
       const tick = page.getByTestId('tasks-chart').locator('text.tick').first();
       await tick.waitFor();
-      const box = await tick.evaluate((el) => el.getBoundingClientRect().height);
+      // The chart lays itself out again for the new width (a media query, then a render): wait for that
+      // layout, then read the labels' size; a chart that never shrinks its labels fails here.
+      const height = () => tick.evaluate((el) => el.getBoundingClientRect().height);
+      const deadline = Date.now() + 5_000;
+      let box = await height();
+      while (box < 10 && Date.now() < deadline) {
+        await page.waitForTimeout(50);
+        box = await height();
+      }
       assert.ok(box >= 10, `chart labels are ${box.toFixed(1)} px tall at 390 px`);
     } finally {
       if (desktop) await page.setViewportSize(desktop);

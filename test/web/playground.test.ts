@@ -453,17 +453,26 @@ describe('playground and keys: the call shown, the work kept', { timeout: 300_00
     }[];
     assert.ok(regions.length >= 2, JSON.stringify(regions));
     const covered = page.getByTestId('covered-regions');
-    await covered.locator('img').waitFor();
-    const boxes = covered.getByTestId('face-box');
-    assert.equal(await boxes.count(), regions.length);
-    const image = (await covered.locator('img').boundingBox())!;
-    const scale = image.width / input.width;
+    const image = covered.locator('img');
+    await image.waitFor();
+    await image.evaluate((img: HTMLImageElement) => img.complete || new Promise((resolve) => img.addEventListener('load', resolve, { once: true })));
+    // The image and its boxes measured in one go: the results above it still load and move it down.
+    const layout = await covered.evaluate((figure) => {
+      const shown = figure.querySelector('img')!.getBoundingClientRect();
+      const boxes = [...figure.querySelectorAll('[data-testid=face-box]')].map((box) => {
+        const r = box.getBoundingClientRect();
+        return { left: r.left - shown.left, top: r.top - shown.top, width: r.width, height: r.height };
+      });
+      return { width: shown.width, boxes };
+    });
+    assert.equal(layout.boxes.length, regions.length);
+    const scale = layout.width / input.width;
     for (const [i, region] of regions.entries()) {
-      const box = (await boxes.nth(i).boundingBox())!;
+      const box = layout.boxes[i]!;
       const near = (shown: number, expected: number, what: string) =>
         assert.ok(Math.abs(shown - expected) <= 1.5, `box ${i} ${what}: ${shown} shown, ${expected} expected`);
-      near(box.x - image.x, region.left * scale, 'left');
-      near(box.y - image.y, region.top * scale, 'top');
+      near(box.left, region.left * scale, 'left');
+      near(box.top, region.top * scale, 'top');
       near(box.width, region.width * scale, 'width');
       near(box.height, region.height * scale, 'height');
     }

@@ -96,30 +96,12 @@ export const lockingAccount = (qb: QueryCreator<DB>, accountId: string) =>
  */
 async function incrementTasks(tx: Tx, accountId: string, amount: number, limit: number, now: number): Promise<boolean> {
   if (amount > limit) return false;
-  const month = periods.monthlyTasks(now);
-  const result = await tx
-    .insertInto('usage_counters')
-    .values([
-      { account_id: accountId, period: month, used: amount },
-      { account_id: accountId, period: periods.dailyTasks(now), used: amount },
-    ])
-    .onConflict((oc) =>
-      oc
-        .columns(['account_id', 'period'])
-        .doUpdateSet({ used: sql`usage_counters.used + ${amount}` })
-        .where(sql<boolean>`usage_counters.period <> ${month} OR usage_counters.used + ${amount} <= ${limit}`),
-    )
-    .executeTakeFirst();
+  const result = await countingTasks(tx, accountId, amount, limit, now).executeTakeFirst();
   return Number(result.numInsertedOrUpdatedRows) === 2;
 }
 
-/**
- * `chargeTasks`'s counting as a CTE of another statement (`Database.writingCtes`): a row per
- * counter it added to, so two when the month's took `amount` within the plan's limit (the
- * statement writes only then). Undefined when `amount` cannot fit at all.
- */
-export function chargingTasks(qb: QueryCreator<DB>, accountId: string, limits: PlanLimits, amount: number, now: number) {
-  if (amount > limits.monthlyTasks) return undefined;
+/** The month's and the day's task counters plus `amount`, the month's only within `limit`: one upsert, run alone or as a CTE. */
+function countingTasks(qb: QueryCreator<DB>, accountId: string, amount: number, limit: number, now: number) {
   const month = periods.monthlyTasks(now);
   return qb
     .insertInto('usage_counters')
@@ -131,9 +113,18 @@ export function chargingTasks(qb: QueryCreator<DB>, accountId: string, limits: P
       oc
         .columns(['account_id', 'period'])
         .doUpdateSet({ used: sql`usage_counters.used + ${amount}` })
-        .where(sql<boolean>`usage_counters.period <> ${month} OR usage_counters.used + ${amount} <= ${limits.monthlyTasks}`),
-    )
-    .returning('usage_counters.period');
+        .where(sql<boolean>`usage_counters.period <> ${month} OR usage_counters.used + ${amount} <= ${limit}`),
+    );
+}
+
+/**
+ * `chargeTasks`'s counting as a CTE of another statement (`Database.writingCtes`): a row per
+ * counter it added to, so two when the month's took `amount` within the plan's limit (the
+ * statement writes only then). Undefined when `amount` cannot fit at all.
+ */
+export function chargingTasks(qb: QueryCreator<DB>, accountId: string, limits: PlanLimits, amount: number, now: number) {
+  if (amount > limits.monthlyTasks) return undefined;
+  return countingTasks(qb, accountId, amount, limits.monthlyTasks, now).returning('usage_counters.period');
 }
 
 export async function chargeTasks(tx: Tx, accountId: string, limits: PlanLimits, count: number, now: number): Promise<void> {

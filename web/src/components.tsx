@@ -283,3 +283,28 @@ export function RegionBox({
     />
   );
 }
+
+/** A preview of a stored file as a blob: URL (through the dashboard's request limiter), and whether it could not be had. */
+export function usePreview(fileId: string | undefined, box: number): { src?: string; failed: boolean } {
+  const [src, setSrc] = useState<string>();
+  const [failed, setFailed] = useState(false);
+  useEffect(() => {
+    if (!fileId) return;
+    const controller = new AbortController();
+    let url: string | undefined;
+    fetchBlob(previewUrl(fileId, box), controller.signal).then(
+      (blob) => {
+        url = URL.createObjectURL(blob);
+        setSrc(url);
+      },
+      () => {
+        if (!controller.signal.aborted) setFailed(true);
+      },
+    );
+    return () => {
+      controller.abort();
+      if (url) URL.revokeObjectURL(url);
+    };
+  }, [fileId, box]);
+  return { src, failed };
+}

@@ -1,10 +1,9 @@
 // One file: its preview and what GET /api/files/{id}/info says of it (size, colour, EXIF, GPS,
 // palette, hashes). With `?faces=1` in the address (the "Find faces" button sets it, so a link
 // keeps it), info is asked for the faces too and their boxes are drawn over the preview.
-import { useEffect, useState } from 'react';
 import type { components } from '../../../sdk/openapi';
-import { api, downloadUrl, fetchBlob, previewUrl, type ApiFile } from '../api';
-import { ErrorBox, PageTitle, RegionBox, useAsync } from '../components';
+import { api, downloadUrl, type ApiFile } from '../api';
+import { ErrorBox, PageTitle, RegionBox, useAsync, usePreview } from '../components';
 import { bytes, dateTime } from '../format';
 import { Link, navigate, useLocation } from '../router';
 
@@ -65,25 +64,7 @@ export function FilePage({ fileId }: { fileId: string }) {
  * the image at whatever size it is shown (the preview is the upright image, scaled).
  */
 function FacePreview({ fileId, alt, info, withFaces }: { fileId: string; alt: string; info?: FileInfo; withFaces: boolean }) {
-  const [src, setSrc] = useState<string>();
-  const [failed, setFailed] = useState(false);
-  useEffect(() => {
-    const controller = new AbortController();
-    let url: string | undefined;
-    fetchBlob(previewUrl(fileId, PREVIEW_BOX), controller.signal).then(
-      (blob) => {
-        url = URL.createObjectURL(blob);
-        setSrc(url);
-      },
-      () => {
-        if (!controller.signal.aborted) setFailed(true);
-      },
-    );
-    return () => {
-      controller.abort();
-      if (url) URL.revokeObjectURL(url);
-    };
-  }, [fileId]);
+  const { src, failed } = usePreview(fileId, PREVIEW_BOX);
   const faces = withFaces ? info?.faces : undefined;
   if (!src) return <div className="face-preview-empty muted">{failed ? 'No preview for this file.' : 'Loading…'}</div>;
   return (

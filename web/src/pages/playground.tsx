@@ -7,10 +7,10 @@
 // the API request that reproduces the run. All through /api/* with the session, within the
 // account's plan (Free included).
 import { useEffect, useMemo, useRef, useState, type DragEvent, type ReactNode } from 'react';
-import { api, ApiError, downloadUrl, fetchBlob, isFinished, previewUrl, uploadFile, type ApiFile, type ApiTask } from '../api';
+import { api, ApiError, downloadUrl, isFinished, uploadFile, type ApiFile, type ApiTask } from '../api';
 import { ApiRequestPanel } from '../api-request';
 import type { JobCall } from '../api-snippets';
-import { ErrorBox, PageTitle, ProgressBar, RegionBox, StatusBadge, Thumb, useAsync } from '../components';
+import { ErrorBox, PageTitle, ProgressBar, RegionBox, StatusBadge, Thumb, useAsync, usePreview } from '../components';
 import { bytes } from '../format';
 import { Markdown } from '../markdown';
 import { Link, useLocation } from '../router';
@@ -254,35 +254,13 @@ async function follow(run: RunRecord, update: (tasks: ApiTask[]) => void, signal
   }
 }
 
-/** A preview of a stored file as a blob: URL (through the dashboard's request limiter). */
-function usePreview(fileId: string | undefined, box: number): string | undefined {
-  const [src, setSrc] = useState<string>();
-  useEffect(() => {
-    if (!fileId) return;
-    const controller = new AbortController();
-    let url: string | undefined;
-    fetchBlob(previewUrl(fileId, box), controller.signal).then(
-      (blob) => {
-        url = URL.createObjectURL(blob);
-        setSrc(url);
-      },
-      () => undefined,
-    );
-    return () => {
-      controller.abort();
-      if (url) URL.revokeObjectURL(url);
-    };
-  }, [fileId, box]);
-  return src;
-}
-
 /** Before and after in one frame: a slider reveals the output over the input; zoom to compare detail. */
 function Compare({ before, after, label }: { before: string; after: string; label: string }) {
   const [position, setPosition] = useState(50);
   const [zoom, setZoom] = useState(1);
   const box = zoom === 1 ? 800 : 2048;
-  const beforeSrc = usePreview(before, box);
-  const afterSrc = usePreview(after, box);
+  const beforeSrc = usePreview(before, box).src;
+  const afterSrc = usePreview(after, box).src;
   return (
     <div className="compare" data-testid="compare">
       <div className="compare-view" tabIndex={0} role="region" aria-label={`before and after: ${label}`}>
@@ -431,19 +409,7 @@ function CoveredRegions(props: {
   height: number;
   label: string;
 }) {
-  const [src, setSrc] = useState<string>();
-  useEffect(() => {
-    const controller = new AbortController();
-    let url: string | undefined;
-    fetchBlob(previewUrl(props.fileId, 640), controller.signal).then(
-      (blob) => setSrc((url = URL.createObjectURL(blob))),
-      () => undefined,
-    );
-    return () => {
-      controller.abort();
-      if (url) URL.revokeObjectURL(url);
-    };
-  }, [props.fileId]);
+  const { src } = usePreview(props.fileId, 640);
   const faces = props.regions.filter((r) => r.source === 'face').length;
   return (
     <figure className="covered-regions" data-testid="covered-regions">

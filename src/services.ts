@@ -5,6 +5,7 @@ import sharp from 'sharp';
 import { systemClock, type Clock } from './clock.js';
 import { prepareDataDir, uploadSigningSecret, type Config } from './config.js';
 import { migrate, openDatabase, type Database } from './db/database.js';
+import { forgetApiKeys } from './accounts/accounts.js';
 import { loadPlans, type PlanTable } from './accounts/plans.js';
 import { Maintenance } from './maintenance.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -20,6 +21,7 @@ import { LocalStorage } from './storage/local.js';
 import { S3Storage } from './storage/s3.js';
 import type { ObjectStorage } from './storage/storage.js';
 import { Delivery } from './delivery/delivery.js';
+import { forgetSigningKeys } from './delivery/signing-keys.js';
 
 export interface Services {
   config: Config;
@@ -79,6 +81,12 @@ export async function createServices(config: Config, overrides: ServiceOverrides
   }
   const clock = overrides.clock ?? systemClock;
   const events = new QueueEvents();
+  // A key revoked, a plan changed, an account disabled (here or, told through the database, in
+  // another process): the credentials this process keeps in memory are read again.
+  events.on('changed:accounts', () => {
+    forgetApiKeys(database);
+    forgetSigningKeys(database);
+  });
   const queue = new TaskQueue(database, clock, events, (tx, accountId, taskIds, now, webhooksVersion) =>
     recordTasksEnded(database, tx, accountId, taskIds, now, webhooksVersion),
   );

@@ -409,14 +409,16 @@ describe('imgapi CLI', { concurrency: 2 }, () => {
       let account = await getAccount(server.url, key);
       assert.equal(account.status, 200, JSON.stringify(account.body));
       assert.equal(account.body.data.plan, 'pro');
+      // Another process's change reaches the server through NOTIFY (`changed:accounts`), and
+      // within KEY_CACHE_MS (0.9 s) without it: waited for, not read at once, as it is a message.
       await ok(['users', 'set-plan', '--email', 'pg@example.com', '--plan', 'max'], env);
-      account = await getAccount(server.url, key);
+      account = await getAccountOnceApplied(server.url, key, (a) => a.body.data?.plan === 'max');
       assert.equal(account.body.data.plan, 'max');
 
       const [keyId] = (await ok(['keys', 'list', '--email', 'pg@example.com'], env)).stdout.trim().split('\t');
       assert.match(keyId!, /^key_/);
       await ok(['keys', 'revoke', '--email', 'pg@example.com', '--id', keyId!], env);
-      account = await getAccount(server.url, key);
+      account = await getAccountOnceApplied(server.url, key, (a) => a.status !== 200);
       assert.equal(account.status, 401, JSON.stringify(account.body));
     } finally {
       assert.equal((await stop(server)).code, 0, server.output());

@@ -74,7 +74,7 @@ export async function findAccountById(database: Database, id: string): Promise<A
 
 export async function setPlan(database: Database, accountId: string, plan: PlanName): Promise<void> {
   await database.db.updateTable('accounts').set({ plan }).where('id', '=', accountId).execute();
-  keysChanged(database);
+  forgetApiKeys(database);
 }
 
 /**
@@ -103,7 +103,7 @@ export async function setDisabled(database: Database, clock: Clock, accountId: s
     .set({ disabled_at: disabled ? clock.now() : null })
     .where('id', '=', accountId)
     .execute();
-  keysChanged(database);
+  forgetApiKeys(database);
 }
 
 /** Sets the dashboard password (the caller ends the account's sessions). */
@@ -186,7 +186,7 @@ export async function revokeApiKey(database: Database, clock: Clock, accountId: 
     .where('account_id', '=', accountId)
     .where('revoked_at', 'is', null)
     .executeTakeFirst();
-  keysChanged(database);
+  forgetApiKeys(database);
   return Number(result.numUpdatedRows) > 0;
 }
 
@@ -206,8 +206,11 @@ export { KEY_CACHE_MS } from './key-cache.js';
 /** Known keys by hash (key-cache.ts: at most KEY_CACHE_MS old, re-read in the background). */
 const apiKeys = keyCachePerDatabase<KeyAccount>();
 
-/** Changes to keys or plans made through `database` apply to its next request. */
-function keysChanged(database: Database): void {
+/**
+ * Changes to keys or plans made through `database` apply to its next request (other processes
+ * are told by `events.changed('accounts')`, which lands here).
+ */
+export function forgetApiKeys(database: Database): void {
   apiKeys.clear(database);
 }
 

@@ -50,6 +50,7 @@ export async function admin(group: string, [command, ...args]: string[]): Promis
         const found = await account();
         const plan = checkPlan(need('plan'));
         await setPlan(database, found.id, plan);
+        services.events.changed('accounts');
         console.error(`${found.email}: plan ${found.plan} → ${plan}`);
         return 0;
       }
@@ -78,6 +79,7 @@ export async function admin(group: string, [command, ...args]: string[]): Promis
       }
       case 'keys revoke': {
         const revoked = await revokeApiKey(database, clock, (await account()).id, need('id'));
+        services.events.changed('accounts');
         if (!revoked) throw new UsageError(`no active key ${values.id} for ${values.email}`);
         console.error(`revoked ${values.id}`);
         return 0;

@@ -9,7 +9,7 @@ import type { RawBuilder } from 'kysely';
 /**
  * What crosses processes: `queued` (every lane) or `queued:<lane>`, `finished:<taskId>`,
  * `deliveries` (webhook deliveries were queued), or `changed:<what>` (a cache to drop:
- * `changed:signing-keys`).
+ * `changed:signing-keys`, `changed:accounts`).
  */
 export type QueueMessage = string;
 
@@ -70,8 +70,9 @@ export class QueueEvents extends EventEmitter {
     if (!published) this.publish?.(finishedMessage(taskId));
   }
   /**
-   * Something other processes cache changed (`signing-keys`): they drop their copies now, not
-   * at the end of their cache's time bound. Listen with `on('changed:<what>')`.
+   * Something other processes cache changed (`signing-keys`; `accounts`: an API key revoked, a
+   * plan changed, an account disabled): they drop their copies now, not at the end of their
+   * cache's time bound. Listen with `on('changed:<what>')`.
    */
   changed(what: string): void {
     this.emit(`changed:${what}`);

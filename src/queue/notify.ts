@@ -22,6 +22,8 @@ export class PgWakeups {
   private stopped = true;
   private retryMs = RETRY_MIN_MS;
   private retryTimer: NodeJS.Timeout | undefined;
+  /** Messages sent and not yet acknowledged: `stop` waits for them (a CLI command exits right after its change). */
+  private readonly sending = new Set<Promise<unknown>>();
 
   constructor(
     private readonly database: Database,
@@ -43,6 +45,7 @@ export class PgWakeups {
   async stop(): Promise<void> {
     this.stopped = true;
     this.events.bridge(undefined);
+    await Promise.all(this.sending);
     clearTimeout(this.retryTimer);
     const client = this.client;
     this.client = undefined;
@@ -54,9 +57,11 @@ export class PgWakeups {
   }
 
   private publish(message: QueueMessage): void {
-    sql`SELECT pg_notify(${CHANNEL}, ${this.payload(message)})`
+    const sent = sql`SELECT pg_notify(${CHANNEL}, ${this.payload(message)})`
       .execute(this.database.db)
-      .catch((err) => this.logger.warn({ err }, 'queue wake-up NOTIFY failed; other processes will notice at their next poll'));
+      .catch((err) => this.logger.warn({ err }, 'queue wake-up NOTIFY failed; other processes will notice at their next poll'))
+      .finally(() => this.sending.delete(sent));
+    this.sending.add(sent);
   }
 
   private async connect(): Promise<void> {

@@ -24,7 +24,7 @@ const RECENT_FAILURES = 40;
 const SYSTEM_FAULTS = new Set(['INTERNAL_ERROR', 'PROCESSING_TIMEOUT', 'CONVERSION_TIMEOUT']);
 
 export function adminRoutes(app: FastifyInstance, services: Services): void {
-  const { database, clock, config } = services;
+  const { database, clock, config, events } = services;
 
   app.get(
     '/admin/accounts',
@@ -90,10 +90,12 @@ export function adminRoutes(app: FastifyInstance, services: Services): void {
       }
       if (plan !== undefined) {
         await setPlan(database, account.id, plan);
+        events.changed('accounts');
         request.log.info({ by: request.account.id, accountId: account.id, from: account.plan, to: plan }, 'plan changed by the operator');
       }
       if (disabled !== undefined && disabled !== (account.disabled_at !== null)) {
         await setDisabled(database, clock, account.id, disabled);
+        events.changed('accounts');
         if (disabled) await deleteSessionsOf(database, account.id);
         request.log.warn(
           { by: request.account.id, accountId: account.id, email: account.email },

@@ -10,7 +10,7 @@ import { idParam } from '../../schemas.js';
 const hidden = { hide: true, tags: ['Dashboard'] };
 
 export function keyRoutes(app: FastifyInstance, services: Services): void {
-  const { database, clock } = services;
+  const { database, clock, events } = services;
 
   app.get('/keys', { schema: hidden }, async (request) => ({
     success: true,
@@ -66,6 +66,7 @@ export function keyRoutes(app: FastifyInstance, services: Services): void {
     async (request: FastifyRequest<{ Params: { keyId: string } }>) => {
       // Another account's key, an unknown one and a revoked one all answer 404.
       if (!(await revokeApiKey(database, clock, request.account.id, request.params.keyId))) throw notFound('API key');
+      events.changed('accounts');
       request.log.info({ accountId: request.account.id, keyId: request.params.keyId }, 'API key revoked from the dashboard');
       return { success: true, data: { keyId: request.params.keyId, revokedAt: iso(clock.now()) } };
     },

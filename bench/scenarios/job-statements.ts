@@ -13,6 +13,9 @@
 // measured first and printed. API keys are re-read in the background (accounts/key-cache.ts), so
 // a job now and then carries one key read: the figures are means over BENCH_STATEMENT_JOBS.
 //
+// Under each dialect's line the report lists every phase's statements (Database.watchStatements),
+// each with how many times a job sent it on average, cut to its first characters.
+//
 // Environment: BENCH_STATEMENT_JOBS=20 (after 3 unmeasured), BENCH_POSTGRES_URL.
 import sharp from 'sharp';
 import { envInt, sleep } from '../lib/pool.js';
@@ -24,8 +27,17 @@ const TARGET = 12;
 const WARMUP_JOBS = 3;
 const PHASES = ['upload', 'queue', 'run', 'poll', 'download'] as const;
 type Phase = (typeof PHASES)[number];
+/** How much of a statement the listing shows. */
+const LISTED_CHARS = 150;
 
-async function measure(dialect: Dialect, jobs: number, image: Buffer): Promise<{ perPhase: Record<Phase, number>; idlePerSecond: number }> {
+interface Measured {
+  perPhase: Record<Phase, number>;
+  /** Per phase: each statement's text (cut) and how many times it was sent, over all measured jobs. */
+  listing: Record<Phase, Map<string, number>>;
+  idlePerSecond: number;
+}
+
+async function measure(dialect: Dialect, jobs: number, image: Buffer): Promise<Measured> {
   const server = await startServer({
     dialect,
     workers: 1,
@@ -57,13 +69,20 @@ async function measure(dialect: Dialect, jobs: number, image: Buffer): Promise<{
     const idlePerSecond = database.statementCount() - idle0;
 
     const totals = Object.fromEntries(PHASES.map((p) => [p, 0])) as Record<Phase, number>;
+    const listing = Object.fromEntries(PHASES.map((p) => [p, new Map<string, number>()])) as Record<Phase, Map<string, number>>;
+    let sent: string[] = [];
+    const unwatch = database.watchStatements((text) => sent.push(text.replace(/\s+/g, ' ').slice(0, LISTED_CHARS)));
     for (let i = 0; i < WARMUP_JOBS + jobs; i++) {
       const counts: Partial<Record<Phase, number>> = {};
+      const texts: Partial<Record<Phase, string[]>> = {};
       let mark = database.statementCount();
+      sent = [];
       const phase = (name: Phase) => {
         const now = database.statementCount();
         counts[name] = now - mark;
+        texts[name] = sent;
         mark = now;
+        sent = [];
       };
       const form = new FormData();
       form.append('file', new Blob([new Uint8Array(image)]), 'photo.png');
@@ -79,10 +98,15 @@ async function measure(dialect: Dialect, jobs: number, image: Buffer): Promise<{
       if (task.status !== 'completed') throw new Error(`resize ${task.status}: ${JSON.stringify(task.error)}`);
       await call('GET', `/api/download/${task.outputFileId}`);
       phase('download');
-      if (i >= WARMUP_JOBS) for (const p of PHASES) totals[p] += counts[p]!;
+      if (i < WARMUP_JOBS) continue;
+      for (const p of PHASES) {
+        totals[p] += counts[p]!;
+        for (const text of texts[p]!) listing[p].set(text, (listing[p].get(text) ?? 0) + 1);
+      }
     }
+    unwatch();
     const perPhase = Object.fromEntries(PHASES.map((p) => [p, totals[p] / jobs])) as Record<Phase, number>;
-    return { perPhase, idlePerSecond };
+    return { perPhase, listing, idlePerSecond };
   } finally {
     await server.close();
   }
@@ -96,12 +120,18 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   const rows: Row[] = [];
   const report: string[] = [`${jobs} jobs, one at a time (after ${WARMUP_JOBS} unmeasured); mean statements per phase:`];
   const details: Record<string, unknown> = {};
+  const statementLines = ['statements per phase, in the order first sent (mean times per job):'];
   for (const dialect of ['sqlite', 'postgres'] as const) {
     ctx.log(`${dialect}: ${jobs} jobs`);
-    const { perPhase, idlePerSecond } = await measure(dialect, jobs, image);
+    const { perPhase, listing, idlePerSecond } = await measure(dialect, jobs, image);
     const total = PHASES.reduce((sum, p) => sum + perPhase[p], 0);
     const phases = PHASES.map((p) => `${p} ${perPhase[p].toFixed(1)}`).join(' · ');
     report.push(`  ${dialect.padEnd(8)} ${phases} · total ${total.toFixed(1)} (idle: ${idlePerSecond} a second)`);
+    statementLines.push(`  ${dialect}:`);
+    for (const p of PHASES) {
+      statementLines.push(`    ${p}:`);
+      for (const [text, n] of listing[p]) statementLines.push(`      ${(n / jobs).toFixed(1).padStart(4)} × ${text}`);
+    }
     details[dialect] = { perPhase, total, idlePerSecond };
     rows.push({
       scenario: SCENARIO,
@@ -113,7 +143,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
       note: phases,
     });
   }
-  return { rows, report, details };
+  return { rows, report: [...report, ...statementLines], details };
 }
 
 export const jobStatements: Scenario = {

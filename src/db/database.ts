@@ -9,6 +9,7 @@ import {
   PostgresDialect,
   SqliteDialect,
   sql,
+  type LogEvent,
   type MigrationProvider,
   type RawBuilder,
   type SelectQueryBuilder,
@@ -74,6 +75,8 @@ export interface Database {
    * counts them per job: bench/scenarios/job-statements.ts).
    */
   statementCount(): number;
+  /** Calls `listener` with each statement's SQL as it is sent, until the returned function is called (the bench lists them). */
+  watchStatements(listener: (sql: string) => void): () => void;
   close(): Promise<void>;
 }
 
@@ -84,10 +87,16 @@ const answers = async (db: Kysely<DB>): Promise<void> => {
 export async function openDatabase(config: DatabaseConfig, options: { poolSize?: number } = {}): Promise<Database> {
   // Kysely calls `log` once per statement it sends (its drivers send BEGIN and COMMIT as statements too).
   let statements = 0;
-  const log = () => {
+  const listeners = new Set<(sql: string) => void>();
+  const log = (event: LogEvent) => {
     statements++;
+    for (const listener of listeners) listener(event.query.sql);
   };
   const statementCount = () => statements;
+  const watchStatements = (listener: (sql: string) => void) => {
+    listeners.add(listener);
+    return () => void listeners.delete(listener);
+  };
   if (config.dialect === 'sqlite') {
     let handle: Sqlite.Database;
     try {
@@ -112,6 +121,7 @@ export async function openDatabase(config: DatabaseConfig, options: { poolSize?:
       jsonArrayFrom: (query) => sqliteJsonArray(query) as RawBuilder<never[]>,
       check: () => answers(db),
       statementCount,
+      watchStatements,
       close: () => db.destroy(),
     };
   }
@@ -142,6 +152,7 @@ export async function openDatabase(config: DatabaseConfig, options: { poolSize?:
     jsonArrayFrom: (query) => postgresJsonArray(query) as RawBuilder<never[]>,
     check: () => answers(db),
     statementCount,
+    watchStatements,
     close: () => db.destroy(),
   };
 }

@@ -16,7 +16,7 @@ import { createSandbox, type Sandbox } from './programs/sandbox.js';
 import { QueueEvents } from './queue/events.js';
 import { PgWakeups } from './queue/notify.js';
 import { TaskQueue } from './queue/queue.js';
-import { recordTasksEnded } from './tasks/ended.js';
+import { quietCompletionVersion, recordTasksEnded } from './tasks/ended.js';
 import { LocalStorage } from './storage/local.js';
 import { S3Storage } from './storage/s3.js';
 import type { ObjectStorage } from './storage/storage.js';
@@ -87,9 +87,10 @@ export async function createServices(config: Config, overrides: ServiceOverrides
     forgetApiKeys(database);
     forgetSigningKeys(database);
   });
-  const queue = new TaskQueue(database, clock, events, (tx, accountId, taskIds, now, webhooksVersion) =>
-    recordTasksEnded(database, tx, accountId, taskIds, now, webhooksVersion),
-  );
+  const queue = new TaskQueue(database, clock, events, {
+    record: (tx, accountId, taskIds, now, webhooksVersion) => recordTasksEnded(database, tx, accountId, taskIds, now, webhooksVersion),
+    quietVersion: (task) => quietCompletionVersion(database, task.account_id, task.batch_id !== null),
+  });
   const storage: ObjectStorage = config.storage.kind === 's3' ? new S3Storage(config.storage) : new LocalStorage(config.storage.root);
   const logger = overrides.logger ?? createLogger(config);
   const sandbox = createSandbox(config, logger);

@@ -14,7 +14,7 @@ import { createServices, type Services } from '../src/services.js';
 import { WorkerPool } from '../src/worker/worker.js';
 import { createAccount, createApiKey } from '../src/accounts/accounts.js';
 import type { PlanName } from '../src/accounts/plans.js';
-import { recordOutputs, type StoredOutput } from '../src/files/files.js';
+import { recordOutputs, recordingOutputs, type StoredOutput } from '../src/files/files.js';
 import type { TaskQueue, TaskRow } from '../src/queue/queue.js';
 import { assertMatchesContract } from './openapi-contract.js';
 import { freshPostgres } from './fresh-postgres.js';
@@ -74,7 +74,7 @@ export interface TestServer {
 
 /**
  * Completes a claimed task as a worker does: TaskQueue.complete, with the files module recording
- * `outputs` in its transaction. For tests that drive the queue by hand.
+ * `outputs` in its transaction (or as CTEs of its one statement). For tests that drive the queue by hand.
  */
 export function completeTask(
   queue: TaskQueue,
@@ -83,18 +83,16 @@ export function completeTask(
   outputs: StoredOutput[] = [],
   terms: { result?: Record<string, unknown>; retentionMs?: number; storageLimit?: number } = {},
 ): Promise<boolean> {
+  const termsAt = (now: number) => ({ now, retentionMs: terms.retentionMs ?? 1000, storageLimit: terms.storageLimit ?? Number.MAX_SAFE_INTEGER });
+  const owner = { id: task.id, accountId: task.account_id };
   return queue.complete({
     task,
     workerId,
     result: terms.result ?? {},
     outputFileIds: outputs.map((o) => o.fileId),
     bundled: false,
-    recordOutputs: (tx, now) =>
-      recordOutputs(queue.database, tx, { id: task.id, accountId: task.account_id }, outputs, {
-        now,
-        retentionMs: terms.retentionMs ?? 1000,
-        storageLimit: terms.storageLimit ?? Number.MAX_SAFE_INTEGER,
-      }),
+    recordOutputs: (tx, now) => recordOutputs(queue.database, tx, owner, outputs, termsAt(now)),
+    recordingOutputs: (now) => recordingOutputs(queue.database, owner, outputs, termsAt(now)),
   });
 }
 

@@ -1,5 +1,5 @@
 // File records: what the API says about a stored object, and who may see it.
-import { sql, type ExpressionBuilder, type Kysely, type RawBuilder, type Selectable } from 'kysely';
+import { sql, type Expression, type ExpressionBuilder, type Kysely, type RawBuilder, type Selectable, type SqlBool } from 'kysely';
 import { iso, type Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB, type FilesTable } from '../db/schema.js';
@@ -129,25 +129,15 @@ export interface StoredOutput {
   pages?: number;
 }
 
-/**
- * Records a task's outputs as the account's files, in the transaction that completes the task
- * and under the account's lock it holds (the lock order in quota.ts): their bytes are charged
- * to the account's storage, or, when they would take it past `storageLimit`, nothing is
- * recorded and the refusal is answered (the task fails STORAGE_LIMIT_EXCEEDED). On PostgreSQL
- * the charge and the rows are one statement.
- */
-export async function recordOutputs(
-  database: Database,
-  tx: Tx,
-  task: { id: string; accountId: string },
-  outputs: StoredOutput[],
-  terms: { now: number; retentionMs: number; storageLimit: number },
-): Promise<{ code: string; message: string } | undefined> {
-  const bytes = outputs.reduce((sum, o) => sum + o.size, 0);
-  const refused = () => ({
-    code: 'STORAGE_LIMIT_EXCEEDED',
-    message: `The output (${bytes} bytes) would take the account past its storage limit of ${terms.storageLimit} bytes; nothing was kept`,
-  });
+/** The terms a task's outputs are recorded on: when, how long they live, the account's storage limit. */
+interface OutputTerms {
+  now: number;
+  retentionMs: number;
+  storageLimit: number;
+}
+
+/** A task's outputs as rows of `files`, and their bytes together. */
+function outputRows(task: { id: string; accountId: string }, outputs: StoredOutput[], terms: OutputTerms) {
   const rows: FileRecord[] = outputs.map((o, index) => ({
     id: o.fileId,
     account_id: task.accountId,
@@ -167,17 +157,57 @@ export async function recordOutputs(
     expires_at: terms.now + terms.retentionMs,
     deleted_at: null,
   }));
+  return { rows, bytes: outputs.reduce((sum, o) => sum + o.size, 0) };
+}
+
+/**
+ * `recordOutputs` as two CTEs of another statement (PostgreSQL, `Database.writingCtes`): `charge`
+ * adds the bytes to the account's storage (its returned row: they fit) where `when` holds, and
+ * `insert` writes the rows, typed as the table's (json_populate_recordset), only from the row of
+ * the CTE named `charged` (`charge`): refused, nothing is written.
+ */
+export function recordingOutputs(database: Database, task: { id: string; accountId: string }, outputs: StoredOutput[], terms: OutputTerms) {
+  const { rows, bytes } = outputRows(task, outputs, terms);
+  return {
+    charge: (when: Expression<SqlBool> = sql<SqlBool>`true`) => chargingStorage(database.db, task.accountId, terms.storageLimit, bytes).where(when),
+    insert: (charged: string) =>
+      database.db
+        .insertInto('files')
+        .columns(FILE_COLUMNS)
+        .expression(
+          sql`SELECT ${sql.join(FILE_COLUMNS.map((column) => sql.ref(`r.${column}`)))} FROM ${sql.table(charged)}, json_populate_recordset(NULL::files, ${JSON.stringify(rows)}) AS r`,
+        )
+        .returning('id'),
+  };
+}
+export type OutputsRecording = ReturnType<typeof recordingOutputs>;
+
+/**
+ * Records a task's outputs as the account's files, in the transaction that completes the task
+ * and under the account's lock it holds (the lock order in quota.ts): their bytes are charged
+ * to the account's storage, or, when they would take it past `storageLimit`, nothing is
+ * recorded and the refusal is answered (the task fails STORAGE_LIMIT_EXCEEDED). On PostgreSQL
+ * the charge and the rows are one statement.
+ */
+export async function recordOutputs(
+  database: Database,
+  tx: Tx,
+  task: { id: string; accountId: string },
+  outputs: StoredOutput[],
+  terms: OutputTerms,
+): Promise<{ code: string; message: string } | undefined> {
+  const { rows, bytes } = outputRows(task, outputs, terms);
+  const refused = () => ({
+    code: 'STORAGE_LIMIT_EXCEEDED',
+    message: `The output (${bytes} bytes) would take the account past its storage limit of ${terms.storageLimit} bytes; nothing was kept`,
+  });
   if (rows.length && database.writingCtes) {
-    // The rows, typed as the table's (json_populate_recordset), inserted only from the charge's
-    // returned row: refused, nothing is written.
+    const recording = recordingOutputs(database, task, outputs, terms);
     const inserted = await tx
-      .with('charged', (qb) => chargingStorage(qb, task.accountId, terms.storageLimit, bytes))
-      .insertInto('files')
-      .columns(FILE_COLUMNS)
-      .expression(
-        sql`SELECT ${sql.join(FILE_COLUMNS.map((column) => sql.ref(`r.${column}`)))} FROM charged, json_populate_recordset(NULL::files, ${JSON.stringify(rows)}) AS r`,
-      )
-      .returning('id')
+      .with('charged', () => recording.charge())
+      .with('inserted', () => recording.insert('charged'))
+      .selectFrom('charged')
+      .select('charged.id')
       .execute();
     return inserted.length ? undefined : refused();
   }

@@ -1,12 +1,12 @@
 // The task table is the queue: claim with a lease, renew it by heartbeat, complete only while
 // holding it, put lapsed leases back, retry transient faults with capped exponential backoff.
-import { sql, type ExpressionBuilder, type Selectable } from 'kysely';
+import { sql, type ExpressionBuilder, type Selectable, type SqlBool } from 'kysely';
 import type { Clock } from '../clock.js';
 import { jsonRows, type Database, type Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB, type TaskLane, type TasksTable } from '../db/schema.js';
 import { lockingAccount, refundTask } from '../accounts/quota.js';
-import { inputFilesOfTask, type FileRecord } from '../files/files.js';
-import { finishedMessage, type QueueEvents } from './events.js';
+import { inputFilesOfTask, type FileRecord, type OutputsRecording } from '../files/files.js';
+import { finishedMessage, type CarriedMessage, type QueueEvents } from './events.js';
 
 export type TaskRow = Selectable<TasksTable>;
 
@@ -25,6 +25,16 @@ export type ClaimedTask = TaskRow & { account: { plan: string; storageUsed: numb
  * as `recordOutputs` is, so that the queue knows nothing of tasks' views or webhooks.
  */
 export type TasksEnded = (tx: Tx, accountId: string, taskIds: readonly string[], now: number, webhooksVersion?: number) => Promise<number>;
+
+/** What the tasks module tells the queue of tasks' ends (passed in: the queue knows nothing of webhooks). */
+export interface TaskEnds {
+  record: TasksEnded;
+  /**
+   * The account's `webhooks_version` at which `task` completing queues no webhook event, when
+   * this process knows one: its completion then has no event to write with it.
+   */
+  quietVersion(task: TaskRow): number | undefined;
+}
 
 export interface TaskFailure {
   code: string;
@@ -50,6 +60,12 @@ export interface Completion {
    * task instead, refunded, and nothing it did is kept.
    */
   recordOutputs(tx: Tx, now: number): Promise<Pick<TaskFailure, 'code' | 'message'> | undefined>;
+  /**
+   * The same as CTEs of the completing statement (PostgreSQL, `Database.writingCtes`; the files
+   * module's `recordingOutputs`): with them a completion with no webhook event to write is one
+   * statement, without a transaction (`TaskQueue.completeAlone`).
+   */
+  recordingOutputs?(now: number): OutputsRecording;
 }
 
 const BACKOFF_BASE_MS = 2_000;
@@ -66,6 +82,21 @@ export const MAX_LOST_LEASES = 2;
  * outputs the storage rules refuse keeps nothing.
  */
 const REFUNDED_FAILURES = new Set(['INTERNAL_ERROR', 'STORAGE_LIMIT_EXCEEDED', 'OUTPUT_TOO_LARGE']);
+
+/** A completed task's columns. */
+const completedColumns = ({ outputFileIds, bundled, result }: Completion, now: number) => ({
+  status: 'completed' as const,
+  progress: 100,
+  output_file_id: outputFileIds[0] ?? null,
+  output_file_ids: bundled ? JSON.stringify(outputFileIds.slice(1)) : null,
+  result: JSON.stringify(result),
+  error_code: null,
+  error_message: null,
+  error_details: null,
+  lease_owner: null,
+  lease_expires_at: null,
+  completed_at: now,
+});
 
 /** A task put back in the queue (a retry, a release, a lapsed lease): no lease, runnable at `runAt`. */
 const backInQueue = (runAt: number) => ({ status: 'queued' as const, lease_owner: null, lease_expires_at: null, progress: 0, run_at: runAt });
@@ -87,7 +118,7 @@ export class TaskQueue {
     readonly database: Database,
     private readonly clock: Clock,
     readonly events: QueueEvents,
-    private readonly tasksEnded: TasksEnded,
+    private readonly ends: TaskEnds,
   ) {}
 
   /**
@@ -218,27 +249,19 @@ export class TaskQueue {
    * output objects it wrote.
    */
   async complete(completion: Completion): Promise<boolean> {
-    const { task, workerId, outputFileIds, bundled } = completion;
+    const { task, workerId } = completion;
     const now = this.clock.now();
     // Other processes hear that the task finished from the statement that ends it (completed, or
     // failed below), sent at the commit.
     const finished = this.events.carried(finishedMessage(task.id));
+    if (await this.completeAlone(completion, now, finished)) {
+      this.events.finished(task.id, { published: finished !== undefined });
+      return true;
+    }
+    const completed = completedColumns(completion, now);
     const outcome = await this.database.transaction(async (tx) => {
       // Completed in one statement with the check that the lease is still this worker's (which
       // locks the task's row); outputs refused below turn it into a failure in this transaction.
-      const completed = {
-        status: 'completed' as const,
-        progress: 100,
-        output_file_id: outputFileIds[0] ?? null,
-        output_file_ids: bundled ? JSON.stringify(outputFileIds.slice(1)) : null,
-        result: JSON.stringify(completion.result),
-        error_code: null,
-        error_message: null,
-        error_details: null,
-        lease_owner: null,
-        lease_expires_at: null,
-        completed_at: now,
-      };
       const held = this.database.rowLocks
         ? // The lock order of quota.ts: the account (locked by the joined CTE, read before the
           // task's row is locked), then the task (then the new output files).
@@ -280,12 +303,55 @@ export class TaskQueue {
         );
         return { outcome: 'failed' as const, deliveries };
       }
-      const deliveries = await this.tasksEnded(tx, task.account_id, [task.id], now, held.webhooks_version ?? undefined);
+      const deliveries = await this.ends.record(tx, task.account_id, [task.id], now, held.webhooks_version ?? undefined);
       return { outcome: 'completed' as const, deliveries };
     });
     if (outcome.outcome !== 'lost') this.events.finished(task.id, { published: finished !== undefined });
     if (outcome.deliveries) this.events.deliveries();
     return outcome.outcome === 'completed';
+  }
+
+  /**
+   * `complete` in one statement, without a transaction (PostgreSQL), when this process knows the
+   * account's endpoints want no event of it (`TaskEnds.quietVersion`): the account locked, then
+   * the task's row while the lease is still this worker's and the account still at that version
+   * (the lock order of quota.ts), the outputs' charge and rows, and the task completed from the
+   * charge's row. Anything else — the lease lost, the endpoints changed, the outputs refused —
+   * writes nothing and answers false: `complete`'s transaction then decides, as without it.
+   */
+  private async completeAlone(completion: Completion, now: number, finished: CarriedMessage | undefined): Promise<boolean> {
+    const { task, workerId } = completion;
+    if (!this.database.writingCtes || !completion.recordingOutputs) return false;
+    const quiet = this.ends.quietVersion(task);
+    if (quiet === undefined) return false;
+    const outputs = completion.recordingOutputs(now);
+    const row = await this.database.db
+      .with(
+        (cte) => cte('account').materialized(),
+        (qb) => lockingAccount(qb, task.account_id),
+      )
+      .with(
+        (cte) => cte('held').materialized(),
+        (qb) =>
+          qb
+            .selectFrom(['tasks', 'account'])
+            .select('tasks.id')
+            .where('tasks.id', '=', task.id)
+            .where('tasks.lease_owner', '=', workerId)
+            .where('tasks.status', '=', 'processing')
+            .where('account.webhooks_version', '=', quiet)
+            .forNoKeyUpdate('tasks'),
+      )
+      .with('charged', () => outputs.charge(sql<SqlBool>`EXISTS (SELECT 1 FROM held)`))
+      .with('inserted', () => outputs.insert('charged'))
+      .updateTable('tasks')
+      .set(completedColumns(completion, now))
+      .from('charged')
+      .where('tasks.id', '=', task.id)
+      .returning('tasks.id')
+      .$if(finished !== undefined, (qb) => qb.returning(finished!.as('finished')))
+      .executeTakeFirst();
+    return row !== undefined;
   }
 
   /**
@@ -367,7 +433,7 @@ export class TaskQueue {
       .execute();
     if (refund) await refundTask(tx, accountId, createdAt);
     // Its webhook events, in the transaction that fails it.
-    return this.tasksEnded(tx, accountId, [taskId], now, webhooksVersion ?? undefined);
+    return this.ends.record(tx, accountId, [taskId], now, webhooksVersion ?? undefined);
   }
 
   /**

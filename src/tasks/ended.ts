@@ -3,7 +3,7 @@
 // end it reports, or not at all: a process that dies after the commit has lost nothing.
 import type { Database, Tx } from '../db/database.js';
 import { isFinished } from '../db/schema.js';
-import { enqueueEvents, subscriptionsOf, type WebhookEvent } from '../webhooks/store.js';
+import { enqueueEvents, knownSubscriptions, subscriptionsOf, type WebhookEvent } from '../webhooks/store.js';
 import { batchToApi, taskToApi } from './view.js';
 
 /**
@@ -52,4 +52,17 @@ export async function recordTasksEnded(
     }
   }
   return enqueueEvents(tx, accountId, subscriptions, events, now);
+}
+
+/**
+ * The account's `webhooks_version` at which this process knows that a task of it completing
+ * queues no event (no endpoint listens to task.completed, nor, for a task of a batch, to
+ * batch.completed), if it knows one: a completion that finds the account at that version, under
+ * its lock, has no event to record with it (TaskEnds.quietVersion).
+ */
+export function quietCompletionVersion(database: Database, accountId: string, inBatch: boolean): number | undefined {
+  const known = knownSubscriptions(database, accountId);
+  if (!known) return undefined;
+  const wanted = new Set(known.subscriptions.flatMap((s) => s.events));
+  return wanted.has('task.completed') || (inBatch && wanted.has('batch.completed')) ? undefined : known.version;
 }

@@ -184,6 +184,15 @@ export async function subscriptionsOf(database: Database, tx: Tx, accountId: str
   return subscriptions;
 }
 
+/**
+ * The account's endpoints as this process last read them, with the `webhooks_version` they are
+ * the endpoints of (undefined when it has not read them): true for as long as the account stays
+ * at that version.
+ */
+export function knownSubscriptions(database: Database, accountId: string): { version: number; subscriptions: Subscription[] } | undefined {
+  return cachedSubscriptions.get(database)?.get(accountId);
+}
+
 export interface WebhookEvent {
   type: string;
   data: Record<string, unknown>;

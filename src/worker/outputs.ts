@@ -11,7 +11,7 @@ import type { Database, Tx } from '../db/database.js';
 import { TaskError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
-import { recordOutputs, type StoredOutput } from '../files/files.js';
+import { recordOutputs, recordingOutputs, type StoredOutput } from '../files/files.js';
 import { outputName } from '../operations/common.js';
 import { getOperation } from '../operations/registry.js';
 import type { OperationOutput } from '../operations/types.js';
@@ -81,11 +81,16 @@ export class OutputStore {
 
   /** Records stored outputs as files, in the completing transaction (see TaskQueue.complete). */
   record(tx: Tx, task: TaskRow, outputs: StoredOutput[], limits: PlanLimits, now: number) {
-    return recordOutputs(this.deps.database, tx, { id: task.id, accountId: task.account_id }, outputs, {
-      now,
-      retentionMs: limits.retentionSeconds * 1000,
-      storageLimit: limits.storageBytes,
-    });
+    return recordOutputs(this.deps.database, tx, { id: task.id, accountId: task.account_id }, outputs, this.terms(limits, now));
+  }
+
+  /** `record` as CTEs of the completing statement (see TaskQueue.complete). */
+  recording(task: TaskRow, outputs: StoredOutput[], limits: PlanLimits, now: number) {
+    return recordingOutputs(this.deps.database, { id: task.id, accountId: task.account_id }, outputs, this.terms(limits, now));
+  }
+
+  private terms(limits: PlanLimits, now: number) {
+    return { now, retentionMs: limits.retentionSeconds * 1000, storageLimit: limits.storageBytes };
   }
 
   /** Deletes every output object of the task: it ended without outputs. */

@@ -98,6 +98,7 @@ export class TaskRunner {
         outputFileIds: stored.map((o) => o.fileId),
         bundled: result.bundled ?? false,
         recordOutputs: (tx, now) => outputs.record(tx, task, stored, limits, now),
+        recordingOutputs: (now) => outputs.recording(task, stored, limits, now),
       });
       if (!completed) {
         // Lost, canceled, or failed because the outputs did not fit in the account's storage.

@@ -72,6 +72,12 @@ const MIGRATIONS = 'src/db/migrations.ts';
 /** `imgapi serve` starts the HTTP server: the one import of http/ from outside it. */
 const HTTP_ENTRY = { from: 'src/commands/serve.ts', to: 'src/http/app.ts' };
 
+/** Views (migration 0014, SQLite) count as the table they show: its owner writes through them. */
+const VIEWS: Readonly<Record<string, string>> = { charged_files: 'files' };
+
+/** The names a file gives its statements' CTEs (`.with('name', …)`, `cte('name')`): no table's. */
+const cteNames = (text: string): Set<string> => new Set([...text.matchAll(/(?:\.with|\bcte)\(\s*'(\w+)'/g)].map((m) => m[1]!));
+
 const WRITES = new Set(['insertInto', 'updateTable', 'deleteFrom', 'replaceInto', 'mergeInto']);
 const READS = new Set(['selectFrom', 'innerJoin', 'leftJoin', 'rightJoin', 'fullJoin', 'innerJoinLateral', 'leftJoinLateral']);
 /** Imports that talk to the database directly. */
@@ -178,6 +184,7 @@ function sqlPlacement(files: Parsed[]): string[] {
   for (const { file, source, imports } of files) {
     const owner = ownerOf(file.path);
     const where = (node: ts.Node) => `${file.path}:${source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1}`;
+    const ctes = cteNames(file.text);
     const outside = (what: string) =>
       `${what} outside the data-owning modules (DATA_OWNERS in test/architecture.test.ts): call a named function of the module that owns the table`;
     for (const imported of imports) {
@@ -207,7 +214,9 @@ function sqlPlacement(files: Parsed[]): string[] {
               problems.push(`${where(node)} calls ${name} with a table that is not a literal: name the table, so its owner can be checked`);
           } else if (file.path !== MIGRATIONS) {
             const [prefix, { owns, reads = {} }] = owner;
-            for (const table of tables) {
+            for (const named of tables) {
+              if (ctes.has(named)) continue;
+              const table = VIEWS[named] ?? named;
               if (owns.includes(table)) continue;
               if (write)
                 problems.push(
@@ -380,7 +389,8 @@ describe('architecture', () => {
           'src/main.ts': "await database.db.updateTable('accounts').set({ plan }).execute();",
           'src/queue/queue.ts':
             "await tx.insertInto('files').values(rows).execute();\nawait db.selectFrom('tasks').innerJoin('accounts', 'a', 'b').execute();",
-          'src/tasks/tasks.ts': "await db.selectFrom('uploads').selectAll().execute();",
+          'src/tasks/tasks.ts':
+            "await db.selectFrom('uploads').selectAll().execute();\nawait db.with('picked', q).selectFrom('picked').execute();\nawait tx.insertInto('charged_files').execute();",
           'src/files/files.ts':
             "await db.selectFrom('task_inputs').innerJoin('tasks', 'x', 'y').execute();\nawait tx.updateTable('files').execute();",
         }),
@@ -395,6 +405,7 @@ describe('architecture', () => {
           'src/main.ts:1',
           'src/queue/queue.ts:1',
           'src/tasks/tasks.ts:1',
+          'src/tasks/tasks.ts:3',
         ],
         problems.join('\n'),
       );

@@ -24,7 +24,7 @@
 // reference the account (their FOR KEY SHARE check) never waits for it, and a transaction that
 // still meets a deadlock or serialization failure is run again (`Database.transaction`).
 // SQLite has one writer.
-import { sql, type ExpressionBuilder, type QueryCreator, type RawBuilder } from 'kysely';
+import { sql, type ExpressionBuilder, type QueryCreator, type RawBuilder, type SqlBool } from 'kysely';
 import { dayKey, iso, monthKey, nextDayStart, nextMonthStart } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB } from '../db/schema.js';
@@ -269,7 +269,7 @@ async function storageUsed(db: Tx | Database['db'], accountId: string): Promise<
 }
 
 /** Adds `bytes` to the account's storage when the total stays within `limit`; false when it would not. */
-export async function tryChargeStorage(tx: Tx, accountId: string, limit: number, bytes: number): Promise<boolean> {
+async function tryChargeStorage(tx: Tx, accountId: string, limit: number, bytes: number): Promise<boolean> {
   if (bytes === 0) return true; // nothing stored: fits even an account over its limit (a smaller plan)
   const result = await tx
     .updateTable('accounts')
@@ -293,6 +293,14 @@ export const chargingStorage = (qb: QueryCreator<DB>, accountId: string, limit: 
     // Nothing stored fits even an account over its limit (a smaller plan), as in tryChargeStorage.
     .where(sql<boolean>`(${bytes} = 0 OR storage_used + ${bytes} <= ${limit})`)
     .returning('accounts.id');
+
+/**
+ * SQLite's `chargingStorage`: whether `bytes` more fit the account's storage, as the condition
+ * of an INSERT into the view charged_files, whose trigger charges each row's size (migration
+ * 0014). Uncorrelated, it is read once per statement, before the first row is charged.
+ */
+export const storageFits = (accountId: string, limit: number, bytes: number) =>
+  sql<SqlBool>`(${bytes} = 0 OR (SELECT storage_used FROM accounts WHERE id = ${accountId}) + ${bytes} <= ${limit})`;
 
 /** STORAGE_LIMIT_EXCEEDED for `bytes` more (the storage used read again, for the error's details). */
 export async function storageRefused(db: Tx | Database['db'], accountId: string, limits: PlanLimits, bytes: number): Promise<AppError> {

@@ -1,6 +1,6 @@
 // Numbered, portable migrations (one set for SQLite and PostgreSQL). Never edit one after it
 // has landed: add the next number instead.
-import { DEFAULT_MIGRATION_TABLE, sql, type Kysely, type Migration } from 'kysely';
+import { DEFAULT_MIGRATION_TABLE, SqliteAdapter, sql, type Kysely, type Migration } from 'kysely';
 import { ConfigError } from '../config.js';
 
 const ms = 'bigint' as const;
@@ -455,6 +455,56 @@ export const migrations: Record<string, Migration> = {
         .alterTable('accounts')
         .addColumn('webhooks_version', 'integer', (c) => c.notNull().defaultTo(0))
         .execute();
+    },
+  },
+  '0014_sqlite_folded_writes': {
+    async up(db: Kysely<any>) {
+      // When a task was last claimed: the claim stamps its account served in its lane with it
+      // (on SQLite through the trigger below).
+      await db.schema.alterTable('tasks').addColumn('claimed_at', ms).execute();
+      // SQLite's WITH cannot write (PostgreSQL folds these writes into one statement with
+      // data-modifying CTEs): triggers make one statement write two tables, so that it needs no
+      // transaction around it. PostgreSQL has neither of them.
+      if (!(db.getExecutor().adapter instanceof SqliteAdapter)) return;
+      // A claim (a task taken from queued to processing) stamps its account served in its lane.
+      await sql`
+        CREATE TRIGGER tasks_claimed_stamp_lane AFTER UPDATE OF claimed_at ON tasks
+        WHEN OLD.status = 'queued' AND NEW.status = 'processing'
+        BEGIN
+          INSERT INTO account_lanes (account_id, lane, last_served_at) VALUES (NEW.account_id, NEW.lane, NEW.claimed_at)
+          ON CONFLICT (account_id, lane) DO UPDATE SET last_served_at = excluded.last_served_at;
+        END`.execute(db);
+      // A file inserted through charged_files is charged to its account's storage in the same
+      // statement (the caller's INSERT … SELECT … WHERE holds the limit). Files inserted into
+      // \`files\` itself (a confirmed direct upload's, whose bytes were reserved; a restore's) are
+      // not: only the writers that mean to charge name this view. A column added to files must
+      // be added here by a later migration.
+      await sql`CREATE VIEW charged_files AS SELECT * FROM files`.execute(db);
+      const columns = [
+        'id',
+        'account_id',
+        'origin',
+        'storage_key',
+        'filename',
+        'mime_type',
+        'format',
+        'size',
+        'width',
+        'height',
+        'pages',
+        'etag',
+        'task_id',
+        'output_index',
+        'created_at',
+        'expires_at',
+        'deleted_at',
+      ];
+      await sql`
+        CREATE TRIGGER charged_files_insert INSTEAD OF INSERT ON charged_files
+        BEGIN
+          UPDATE accounts SET storage_used = storage_used + NEW.size WHERE id = NEW.account_id;
+          INSERT INTO files (${sql.raw(columns.join(', '))}) VALUES (${sql.raw(columns.map((c) => `NEW.${c}`).join(', '))});
+        END`.execute(db);
     },
   },
 };

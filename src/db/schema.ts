@@ -102,6 +102,8 @@ export interface TasksTable {
   lease_expires_at: number | null;
   created_at: number;
   started_at: number | null;
+  /** When the task was last claimed (its account stamped served then, in its lane). */
+  claimed_at: number | null;
   completed_at: number | null;
 }
 

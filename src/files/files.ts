@@ -4,7 +4,7 @@ import { iso, type Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB, type FilesTable } from '../db/schema.js';
 import { AppError, notFound } from '../errors.js';
-import { chargingStorage, lockAccount, releaseStorage, tryChargeStorage } from '../accounts/quota.js';
+import { chargingStorage, lockAccount, releaseStorage, storageFits } from '../accounts/quota.js';
 import type { ObjectStorage } from '../storage/storage.js';
 import { forgetPreviews } from '../imaging/preview.js';
 import { forgetInfo } from './info.js';
@@ -170,24 +170,61 @@ export function recordingOutputs(database: Database, task: { id: string; account
   const { rows, bytes } = outputRows(task, outputs, terms);
   return {
     charge: (when: Expression<SqlBool> = sql<SqlBool>`true`) => chargingStorage(database.db, task.accountId, terms.storageLimit, bytes).where(when),
-    insert: (charged: string) =>
-      database.db
-        .insertInto('files')
-        .columns(FILE_COLUMNS)
-        .expression(
-          sql`SELECT ${sql.join(FILE_COLUMNS.map((column) => sql.ref(`r.${column}`)))} FROM ${sql.table(charged)}, json_populate_recordset(NULL::files, ${JSON.stringify(rows)}) AS r`,
-        )
-        .returning('id'),
+    insert: (charged: string) => insertingFilesFrom(database.db, rows, charged),
   };
 }
+
+/** PostgreSQL: the INSERT of `rows`, typed as the table's (json_populate_recordset), for each row of the statement's CTE `from`. */
+const insertingFilesFrom = (db: Tx | Kysely<DB>, rows: FileRecord[], from: string) =>
+  db
+    .insertInto('files')
+    .columns(FILE_COLUMNS)
+    .expression(
+      sql`SELECT ${sql.join(FILE_COLUMNS.map((column) => sql.ref(`r.${column}`)))} FROM ${sql.table(from)}, json_populate_recordset(NULL::files, ${JSON.stringify(rows)}) AS r`,
+    )
+    .returning('id');
 export type OutputsRecording = ReturnType<typeof recordingOutputs>;
+
+/**
+ * Inserts `rows` (new files of `accountId`) and charges their bytes to its storage, in one
+ * statement, or writes nothing when they would take it past `limit`; answers whether they were
+ * written. PostgreSQL: the charge as a CTE (`recordingOutputs`' shape). SQLite: through the view
+ * charged_files, whose trigger charges each row (migration 0014), under `storageFits`.
+ */
+export async function insertChargedFiles(
+  database: Database,
+  db: Tx | Kysely<DB>,
+  accountId: string,
+  rows: FileRecord[],
+  limit: number,
+): Promise<boolean> {
+  if (!rows.length) return true;
+  const bytes = rows.reduce((sum, row) => sum + Number(row.size), 0);
+  const inserted = database.writingCtes
+    ? await db
+        .with('charged', () => chargingStorage(db, accountId, limit, bytes))
+        .with('inserted', () => insertingFilesFrom(db, rows, 'charged'))
+        .selectFrom('inserted')
+        .select('inserted.id')
+        .execute()
+    : await db
+        .withTables<{ charged_files: FilesTable }>()
+        .insertInto('charged_files')
+        .columns(FILE_COLUMNS)
+        .expression(
+          sql`SELECT ${sql.join(FILE_COLUMNS.map((column) => sql`value ->> ${column}`))} FROM json_each(${JSON.stringify(rows)}) WHERE ${storageFits(accountId, limit, bytes)}`,
+        )
+        .returning('id')
+        .execute();
+  return inserted.length === rows.length;
+}
 
 /**
  * Records a task's outputs as the account's files, in the transaction that completes the task
  * and under the account's lock it holds (the lock order in quota.ts): their bytes are charged
  * to the account's storage, or, when they would take it past `storageLimit`, nothing is
- * recorded and the refusal is answered (the task fails STORAGE_LIMIT_EXCEEDED). On PostgreSQL
- * the charge and the rows are one statement.
+ * recorded and the refusal is answered (the task fails STORAGE_LIMIT_EXCEEDED). The charge and
+ * the rows are one statement (`insertChargedFiles`).
  */
 export async function recordOutputs(
   database: Database,
@@ -197,23 +234,11 @@ export async function recordOutputs(
   terms: OutputTerms,
 ): Promise<{ code: string; message: string } | undefined> {
   const { rows, bytes } = outputRows(task, outputs, terms);
-  const refused = () => ({
+  if (await insertChargedFiles(database, tx, task.accountId, rows, terms.storageLimit)) return undefined;
+  return {
     code: 'STORAGE_LIMIT_EXCEEDED',
     message: `The output (${bytes} bytes) would take the account past its storage limit of ${terms.storageLimit} bytes; nothing was kept`,
-  });
-  if (rows.length && database.writingCtes) {
-    const recording = recordingOutputs(database, task, outputs, terms);
-    const inserted = await tx
-      .with('charged', () => recording.charge())
-      .with('inserted', () => recording.insert('charged'))
-      .selectFrom('charged')
-      .select('charged.id')
-      .execute();
-    return inserted.length ? undefined : refused();
-  }
-  if (!(await tryChargeStorage(tx, task.accountId, terms.storageLimit, bytes))) return refused();
-  if (rows.length) await tx.insertInto('files').values(rows).execute();
-  return undefined;
+  };
 }
 
 /** A queued or running task that reads the file (which must keep it), if any. */

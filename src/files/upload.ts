@@ -5,15 +5,14 @@
 import crypto from 'node:crypto';
 import { pipeline, Transform, type Readable, type TransformCallback } from 'node:stream';
 import type { Clock } from '../clock.js';
-import { sql } from 'kysely';
 import type { Database, Tx } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { PlanLimits } from '../accounts/plans.js';
-import { chargeStorage, chargingStorage, storageRefused } from '../accounts/quota.js';
+import { storageRefused } from '../accounts/quota.js';
 import { SNIFF_HEAD_BYTES, type Sniffed } from '../imaging/sniff.js';
 import { uploadKey, type ObjectStorage } from '../storage/storage.js';
-import type { FileRecord } from './files.js';
+import { insertChargedFiles, type FileRecord } from './files.js';
 import { hashFileOffThread } from './file-hash.js';
 import { FrameCounter } from '../imaging/frame-count.js';
 import type { PdfPageCounter } from '../documents/pdf.js';
@@ -140,9 +139,9 @@ async function storedSha256(file: string, size: number): Promise<string> {
 
 /**
  * Records an upload and charges its bytes to the account's storage, unless they are already
- * `reserved` (a confirmed direct upload: its reservation becomes the file). On PostgreSQL the
- * charge and the file's row are one statement (`recordsUploadAlone`: the caller then needs no
- * transaction); elsewhere two, in the caller's transaction.
+ * `reserved` (a confirmed direct upload: its reservation becomes the file). Not reserved, the
+ * charge and the file's row are one statement (`insertChargedFiles`): the caller needs no
+ * transaction.
  */
 export async function recordUpload(
   database: Database,
@@ -173,23 +172,8 @@ export async function recordUpload(
     expires_at: now + limits.retentionSeconds * 1000,
     deleted_at: null,
   };
-  if (!options.reserved && database.writingCtes) {
-    // The row is inserted only from the charge's returned row: refused, nothing is written.
-    const columns = Object.keys(row) as (keyof FileRecord)[];
-    const inserted = await tx
-      .with('charged', (qb) => chargingStorage(qb, accountId, limits.storageBytes, upload.size))
-      .insertInto('files')
-      .columns(columns)
-      .expression(sql`SELECT ${sql.join(columns.map((column) => sql.val(row[column])))} FROM charged`)
-      .returning('id')
-      .executeTakeFirst();
-    if (!inserted) throw await storageRefused(tx, accountId, limits, upload.size);
-    return row;
-  }
-  if (!options.reserved) await chargeStorage(tx, accountId, limits, upload.size);
-  await tx.insertInto('files').values(row).execute();
+  if (options.reserved) await tx.insertInto('files').values(row).execute();
+  else if (!(await insertChargedFiles(database, tx, accountId, [row], limits.storageBytes)))
+    throw await storageRefused(tx, accountId, limits, upload.size);
   return row;
 }
-
-/** Whether `recordUpload` (not reserved) is a single statement on this database: it then needs no transaction. */
-export const recordsUploadAlone = (database: Database): boolean => database.writingCtes;

@@ -160,6 +160,9 @@ export class TaskQueue {
       lease_expires_at: now + leaseMs,
       attempts: sql<number>`attempts + 1`,
       started_at: sql<number>`COALESCE(started_at, ${now})`,
+      // Stamps the account served in the lane: on SQLite through the trigger that watches this
+      // column (migration 0014), on PostgreSQL in the statement below.
+      claimed_at: now,
     };
     // Runnable tasks of the lane (up to one past the claim's), counted in the claim's statement.
     const waiting =
@@ -213,20 +216,7 @@ export class TaskQueue {
       account: account_plan === null ? undefined : { plan: account_plan, storageUsed: Number(account_storage_used ?? 0) },
       inputs: jsonRows(inputs),
     }));
-    if (!skipLocked) {
-      // SQLite (one writer): one statement per account stamped served.
-      for (const accountId of new Set(tasks.map((t) => t.account_id))) await this.markServed(accountId, lane, now);
-    }
     return { tasks, more };
-  }
-
-  /** Stamps the account served now in `lane`: the next claims there go first to the others. */
-  private async markServed(accountId: string, lane: TaskLane, now: number): Promise<void> {
-    await this.database.db
-      .insertInto('account_lanes')
-      .values({ account_id: accountId, lane, last_served_at: now })
-      .onConflict((oc) => oc.columns(['account_id', 'lane']).doUpdateSet({ last_served_at: now }))
-      .execute();
   }
 
   /** Renews the lease; false when it was lost (reaped, canceled or finished elsewhere). */

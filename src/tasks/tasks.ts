@@ -159,6 +159,7 @@ function taskRow(
     lease_expires_at: null,
     created_at: now,
     started_at: null,
+    claimed_at: null,
     completed_at: failure ? now : null,
   };
 }

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.js';
 import { deleteFile, getLiveFile, listFiles, type FileRecord } from '../../files/files.js';
 import { fileTooLarge, safeFilename } from '../../files/identify.js';
-import { recordUpload, recordsUploadAlone, storeUpload } from '../../files/upload.js';
+import { recordUpload, storeUpload } from '../../files/upload.js';
 import { FileInfos } from '../../files/info.js';
 import { IMAGE_FORMATS, isPopplerDocument, MEDIA_TYPES } from '../../imaging/formats.js';
 import { PREVIEW_MEDIA_TYPES, Previews } from '../../imaging/preview.js';
@@ -110,7 +110,8 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
             key: idempotencyKey,
             fingerprint: idempotencyKey === undefined ? '' : fingerprint('upload', { sha256: stored.sha256, name: stored.filename }),
             now: clock.now(),
-            alone: recordsUploadAlone(database),
+            // One statement (recordUpload: the file's row and its charge): no transaction without a key.
+            alone: true,
           },
           async (tx) => ({
             statusCode: 201,

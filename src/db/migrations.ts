@@ -505,6 +505,29 @@ export const migrations: Record<string, Migration> = {
           UPDATE accounts SET storage_used = storage_used + NEW.size WHERE id = NEW.account_id;
           INSERT INTO files (${sql.raw(columns.join(', '))}) VALUES (${sql.raw(columns.map((c) => `NEW.${c}`).join(', '))});
         END`.execute(db);
+      // A completion with no webhook event to write (TaskQueue.completeAlone), one statement: a row
+      // inserted here completes the task and records its outputs (JSON file rows of `bytes` in all,
+      // charged through charged_files) while the lease is still the worker's, the account is at the
+      // webhooks_version the worker knows to want no event, and the outputs fit its storage;
+      // otherwise the statement fails 'completion refused' and has written nothing.
+      await sql`
+        CREATE VIEW task_completions (task_id, worker_id, webhooks_version, outputs, bytes, storage_limit, output_file_id, output_file_ids, result, completed_at)
+        AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0`.execute(db);
+      await sql`
+        CREATE TRIGGER task_completions_insert INSTEAD OF INSERT ON task_completions
+        BEGIN
+          SELECT RAISE(ABORT, 'completion refused') WHERE NOT EXISTS (
+            SELECT 1 FROM tasks JOIN accounts ON accounts.id = tasks.account_id
+            WHERE tasks.id = NEW.task_id AND tasks.lease_owner = NEW.worker_id AND tasks.status = 'processing'
+              AND accounts.webhooks_version = NEW.webhooks_version
+              AND (NEW.bytes = 0 OR accounts.storage_used + NEW.bytes <= NEW.storage_limit));
+          INSERT INTO charged_files (${sql.raw(columns.join(', '))})
+            SELECT ${sql.raw(columns.map((c) => `value ->> '${c}'`).join(', '))} FROM json_each(NEW.outputs);
+          UPDATE tasks SET status = 'completed', progress = 100, output_file_id = NEW.output_file_id,
+              output_file_ids = NEW.output_file_ids, result = NEW.result, error_code = NULL, error_message = NULL,
+              error_details = NULL, lease_owner = NULL, lease_expires_at = NULL, completed_at = NEW.completed_at
+            WHERE id = NEW.task_id;
+        END`.execute(db);
     },
   },
 };

@@ -248,6 +248,31 @@ interface AccountLanesTable {
   last_served_at: number;
 }
 
+/**
+ * SQLite's views whose INSTEAD OF triggers write two tables in one statement (migration 0014;
+ * PostgreSQL does it with data-modifying CTEs). Not tables: backups and DB leave them out; use
+ * them through `db.withTables<SqliteViews>()`.
+ */
+// A type, not an interface: withTables wants a record type.
+export type SqliteViews = {
+  /** Rows inserted here are files, charged to their account's storage. */
+  charged_files: FilesTable;
+  /** A row inserted here completes a task with its outputs, or fails 'completion refused' and writes nothing. */
+  task_completions: {
+    task_id: string;
+    worker_id: string;
+    webhooks_version: number;
+    /** JSON: the outputs' rows of `files`. */
+    outputs: string;
+    bytes: number;
+    storage_limit: number;
+    output_file_id: string | null;
+    output_file_ids: string | null;
+    result: string;
+    completed_at: number;
+  };
+};
+
 export interface DB {
   account_lanes: AccountLanesTable;
   uploads: UploadsTable;

@@ -2,7 +2,7 @@
 import { sql, type Expression, type ExpressionBuilder, type Kysely, type RawBuilder, type Selectable, type SqlBool } from 'kysely';
 import { iso, type Clock } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
-import { ACTIVE_STATUSES, type DB, type FilesTable } from '../db/schema.js';
+import { ACTIVE_STATUSES, type DB, type FilesTable, type SqliteViews } from '../db/schema.js';
 import { AppError, notFound } from '../errors.js';
 import { chargingStorage, lockAccount, releaseStorage, storageFits } from '../accounts/quota.js';
 import type { ObjectStorage } from '../storage/storage.js';
@@ -161,7 +161,8 @@ function outputRows(task: { id: string; accountId: string }, outputs: StoredOutp
 }
 
 /**
- * `recordOutputs` as two CTEs of another statement (PostgreSQL, `Database.writingCtes`): `charge`
+ * `recordOutputs` for a statement of the queue's that completes the task: the rows and their
+ * bytes (SQLite's task_completions takes them, migration 0014), or two CTEs (PostgreSQL, `Database.writingCtes`): `charge`
  * adds the bytes to the account's storage (its returned row: they fit) where `when` holds, and
  * `insert` writes the rows, typed as the table's (json_populate_recordset), only from the row of
  * the CTE named `charged` (`charge`): refused, nothing is written.
@@ -169,6 +170,9 @@ function outputRows(task: { id: string; accountId: string }, outputs: StoredOutp
 export function recordingOutputs(database: Database, task: { id: string; accountId: string }, outputs: StoredOutput[], terms: OutputTerms) {
   const { rows, bytes } = outputRows(task, outputs, terms);
   return {
+    rows,
+    bytes,
+    storageLimit: terms.storageLimit,
     charge: (when: Expression<SqlBool> = sql<SqlBool>`true`) => chargingStorage(database.db, task.accountId, terms.storageLimit, bytes).where(when),
     insert: (charged: string) => insertingFilesFrom(database.db, rows, charged),
   };
@@ -208,7 +212,7 @@ export async function insertChargedFiles(
         .select('inserted.id')
         .execute()
     : await db
-        .withTables<{ charged_files: FilesTable }>()
+        .withTables<SqliteViews>()
         .insertInto('charged_files')
         .columns(FILE_COLUMNS)
         .expression(

@@ -3,7 +3,7 @@
 import { sql, type ExpressionBuilder, type Selectable, type SqlBool } from 'kysely';
 import type { Clock } from '../clock.js';
 import { jsonRows, type Database, type Tx } from '../db/database.js';
-import { ACTIVE_STATUSES, type DB, type TaskLane, type TasksTable } from '../db/schema.js';
+import { ACTIVE_STATUSES, type DB, type SqliteViews, type TaskLane, type TasksTable } from '../db/schema.js';
 import { lockingAccount, refundTask } from '../accounts/quota.js';
 import { inputFilesOfTask, type FileRecord, type OutputsRecording } from '../files/files.js';
 import { finishedMessage, type CarriedMessage, type QueueEvents } from './events.js';
@@ -83,7 +83,10 @@ export const MAX_LOST_LEASES = 2;
  */
 const REFUNDED_FAILURES = new Set(['INTERNAL_ERROR', 'STORAGE_LIMIT_EXCEEDED', 'OUTPUT_TOO_LARGE']);
 
-/** A completed task's columns. */
+/** What SQLite's task_completions trigger answers when it writes nothing (migration 0014). */
+const COMPLETION_REFUSED = 'completion refused';
+
+/** A completed task's columns (SQLite's task_completions trigger sets the same, migration 0014). */
 const completedColumns = ({ outputFileIds, bundled, result }: Completion, now: number) => ({
   status: 'completed' as const,
   progress: 100,
@@ -302,19 +305,47 @@ export class TaskQueue {
   }
 
   /**
-   * `complete` in one statement, without a transaction (PostgreSQL), when this process knows the
-   * account's endpoints want no event of it (`TaskEnds.quietVersion`): the account locked, then
-   * the task's row while the lease is still this worker's and the account still at that version
-   * (the lock order of quota.ts), the outputs' charge and rows, and the task completed from the
-   * charge's row. Anything else — the lease lost, the endpoints changed, the outputs refused —
-   * writes nothing and answers false: `complete`'s transaction then decides, as without it.
+   * `complete` in one statement, without a transaction, when this process knows the account's
+   * endpoints want no event of it (`TaskEnds.quietVersion`): the task completed and its outputs
+   * recorded only while the lease is still this worker's, the account still at that version and
+   * the outputs fit its storage. Anything else — the lease lost, the endpoints changed, the
+   * outputs refused — writes nothing and answers false: `complete`'s transaction then decides,
+   * as without it. SQLite: a row of the view task_completions, whose trigger checks and writes
+   * (migration 0014). PostgreSQL: the account locked, then the task's row while the lease is
+   * held and the account at that version (the lock order of quota.ts), the outputs' charge and
+   * rows, and the task completed from the charge's row.
    */
   private async completeAlone(completion: Completion, now: number, finished: CarriedMessage | undefined): Promise<boolean> {
     const { task, workerId } = completion;
-    if (!this.database.writingCtes || !completion.recordingOutputs) return false;
+    if (!completion.recordingOutputs) return false;
     const quiet = this.ends.quietVersion(task);
     if (quiet === undefined) return false;
     const outputs = completion.recordingOutputs(now);
+    if (!this.database.writingCtes) {
+      const { output_file_id, output_file_ids, result, completed_at } = completedColumns(completion, now);
+      try {
+        await this.database.db
+          .withTables<SqliteViews>()
+          .insertInto('task_completions')
+          .values({
+            task_id: task.id,
+            worker_id: workerId,
+            webhooks_version: quiet,
+            outputs: JSON.stringify(outputs.rows),
+            bytes: outputs.bytes,
+            storage_limit: outputs.storageLimit,
+            output_file_id,
+            output_file_ids,
+            result,
+            completed_at,
+          })
+          .execute();
+        return true;
+      } catch (err) {
+        if ((err as Error).message === COMPLETION_REFUSED) return false;
+        throw err;
+      }
+    }
     const row = await this.database.db
       .with(
         (cte) => cte('account').materialized(),

@@ -73,7 +73,7 @@ const MIGRATIONS = 'src/db/migrations.ts';
 const HTTP_ENTRY = { from: 'src/commands/serve.ts', to: 'src/http/app.ts' };
 
 /** Views (migration 0014, SQLite) count as the table they show: its owner writes through them. */
-const VIEWS: Readonly<Record<string, string>> = { charged_files: 'files', task_completions: 'tasks' };
+const VIEWS: Readonly<Record<string, string>> = { charged_files: 'files', task_completions: 'tasks', queued_tasks: 'tasks' };
 
 /** The names a file gives its statements' CTEs (`.with('name', …)`, `cte('name')`): no table's. */
 const cteNames = (text: string): Set<string> => new Set([...text.matchAll(/(?:\.with|\bcte)\(\s*'(\w+)'/g)].map((m) => m[1]!));

@@ -26,15 +26,19 @@ export async function withIdempotency(
     key: string | undefined;
     fingerprint: string;
     now: number;
-    /** `work` sends one statement: with no key, it runs outside a transaction (no BEGIN, no COMMIT). */
+    /**
+     * `work` may run outside a transaction (no BEGIN, no COMMIT): with no key it gets the
+     * database's handle, and `alone` true (it then sends one statement, or opens a transaction
+     * of its own).
+     */
     alone?: boolean;
   },
-  work: (tx: Tx) => Promise<{ statusCode: number; body: unknown }>,
+  work: (tx: Tx, alone: boolean) => Promise<{ statusCode: number; body: unknown }>,
 ): Promise<StoredResponse> {
   const { accountId, key, now } = scope;
   // A single statement is atomic by itself. `work` is typed for a transaction; it gets the
   // database's handle, which answers the same queries (Transaction adds nothing it uses).
-  if (key === undefined && scope.alone) return { ...(await work(database.db as Tx)), replayed: false };
+  if (key === undefined && scope.alone) return { ...(await work(database.db as Tx, true)), replayed: false };
   for (let attempt = 0; ; attempt++) {
     try {
       return await database.transaction(async (tx) => {
@@ -49,7 +53,7 @@ export async function withIdempotency(
             if (existing.fingerprint !== scope.fingerprint) {
               // The contract's order of errors puts validation and not found / expired before this
               // conflict: what the new request would fail with first wins. Whatever it did is undone.
-              await work(tx).catch((err: unknown) => {
+              await work(tx, false).catch((err: unknown) => {
                 if (precedesConflict(err)) throw err;
               });
               throw new AppError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used with a different request');
@@ -58,7 +62,7 @@ export async function withIdempotency(
           }
           if (existing) await tx.deleteFrom('idempotency_keys').where('account_id', '=', accountId).where('key', '=', key).execute();
         }
-        const response = await work(tx);
+        const response = await work(tx, false);
         if (key !== undefined) {
           await tx
             .insertInto('idempotency_keys')

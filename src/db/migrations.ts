@@ -528,6 +528,62 @@ export const migrations: Record<string, Migration> = {
               error_details = NULL, lease_owner = NULL, lease_expires_at = NULL, completed_at = NEW.completed_at
             WHERE id = NEW.task_id;
         END`.execute(db);
+      // A task queued and charged one task, without a transaction (tasks.ts insertQueuedTask), one
+      // statement: a row inserted here is the task, its inputs (`input_files`, a JSON array of
+      // file ids in order) and its count in the month's and the day's counters, written only
+      // while the account's storage is not full, its queued and running tasks leave room, the
+      // month's count stays within its limit and every input is still live; otherwise the
+      // statement fails 'queueing refused' and has written nothing.
+      const taskColumns = [
+        'id',
+        'account_id',
+        'batch_id',
+        'batch_index',
+        'type',
+        'status',
+        'priority',
+        'lane',
+        'input',
+        'options',
+        'output_file_id',
+        'output_file_ids',
+        'result',
+        'error_code',
+        'error_message',
+        'error_details',
+        'progress',
+        'attempts',
+        'max_attempts',
+        'lost_leases',
+        'outputs_swept',
+        'charged',
+        'run_at',
+        'lease_owner',
+        'lease_expires_at',
+        'created_at',
+        'started_at',
+        'claimed_at',
+        'completed_at',
+      ];
+      const terms = ['input_files', 'month_period', 'day_period', 'monthly_tasks', 'max_queued_tasks', 'storage_limit'];
+      await sql`
+        CREATE VIEW queued_tasks (${sql.raw([...taskColumns, ...terms].join(', '))})
+        AS SELECT ${sql.raw([...taskColumns, ...terms].map(() => 'NULL').join(', '))} WHERE 0`.execute(db);
+      await sql`
+        CREATE TRIGGER queued_tasks_insert INSTEAD OF INSERT ON queued_tasks
+        BEGIN
+          SELECT RAISE(ABORT, 'queueing refused') WHERE
+               (SELECT storage_used FROM accounts WHERE id = NEW.account_id) >= NEW.storage_limit
+            OR (SELECT count(*) FROM tasks WHERE account_id = NEW.account_id AND status IN ('queued', 'processing')) + 1 > NEW.max_queued_tasks
+            OR coalesce((SELECT used FROM usage_counters WHERE account_id = NEW.account_id AND period = NEW.month_period), 0) + 1 > NEW.monthly_tasks
+            OR EXISTS (SELECT 1 FROM json_each(NEW.input_files) AS input WHERE NOT EXISTS (
+                 SELECT 1 FROM files WHERE files.id = input.value AND files.account_id = NEW.account_id
+                   AND files.deleted_at IS NULL AND files.expires_at > NEW.created_at));
+          INSERT INTO usage_counters (account_id, period, used) VALUES (NEW.account_id, NEW.month_period, 1), (NEW.account_id, NEW.day_period, 1)
+            ON CONFLICT (account_id, period) DO UPDATE SET used = used + 1;
+          INSERT INTO tasks (${sql.raw(taskColumns.join(', '))}) VALUES (${sql.raw(taskColumns.map((c) => `NEW.${c}`).join(', '))});
+          INSERT INTO task_inputs (task_id, file_id, position) SELECT NEW.id, input.value, input.key FROM json_each(NEW.input_files) AS input;
+        END`.execute(db);
     },
   },
 };

@@ -271,6 +271,21 @@ export type SqliteViews = {
     result: string;
     completed_at: number;
   };
+  /**
+   * A row inserted here is a queued task charged one task, with its inputs, or fails 'queueing
+   * refused' and writes nothing.
+   */
+  queued_tasks: Omit<TasksTable, 'lost_leases' | 'outputs_swept'> & {
+    lost_leases: number;
+    outputs_swept: number;
+    /** JSON: the task's input file ids, in order. */
+    input_files: string;
+    month_period: string;
+    day_period: string;
+    monthly_tasks: number;
+    max_queued_tasks: number;
+    storage_limit: number;
+  };
 };
 
 export interface DB {

@@ -2,7 +2,7 @@
 import type { Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
 import { jsonRows, type Database, type Tx } from '../db/database.js';
-import { ACTIVE_STATUSES, isFinished, type TaskLane, type TasksTable } from '../db/schema.js';
+import { ACTIVE_STATUSES, isFinished, type SqliteViews, type TaskLane, type TasksTable } from '../db/schema.js';
 import { AppError, TaskError, notFound } from '../errors.js';
 import { isAnimation } from '../imaging/formats.js';
 import { checkOutputSize, checkSource, outputFrames } from '../imaging/limits.js';
@@ -17,6 +17,7 @@ import {
   lockAccount,
   lockAccountForWork,
   monthlyQuotaExceeded,
+  periods,
 } from '../accounts/quota.js';
 import { sql } from 'kysely';
 import { filesOfAccount, liveFile, type FileRecord } from '../files/files.js';
@@ -47,7 +48,20 @@ export interface Submission {
   submitter: Submitter;
   /** The workers' wake-up, carried by the statement that inserts the tasks (`QueueEvents.carried`). */
   wake?: CarriedMessage;
+  /**
+   * `tx` is the database's handle, not a transaction (`submitsAlone`): submitTask writes in one
+   * statement, or opens a transaction itself.
+   */
+  alone?: boolean;
 }
+
+/**
+ * Whether submitTask may be handed the database's handle instead of a transaction
+ * (`Submission.alone`): SQLite's queued_tasks view queues a charged task in one statement
+ * (migration 0014). PostgreSQL's one statement would count the queued tasks as of its start,
+ * before it waited for the account's lock (lockAccountForWork), and needs the transaction.
+ */
+export const submitsAlone = (database: Database): boolean => !database.writingCtes;
 
 /**
  * The work's inputs and the files its options name (a watermark's logo), read with the
@@ -219,11 +233,46 @@ async function insertChargedTask(tx: Tx, submitter: Submitter, row: { task: Task
 }
 
 /**
+ * SQLite (`Submission.alone`): the task charged one task and inserted with its inputs in one
+ * statement, a row of the view queued_tasks (migration 0014) whose trigger checks again, as it
+ * writes, what the caller read (storage not full, room among the queued and running tasks, the
+ * month's quota, every input live) and writes nothing otherwise: false.
+ */
+async function insertQueuedTask(database: Database, submitter: Submitter, row: { task: TaskRow; fileIds: string[] }, now: number): Promise<boolean> {
+  const { limits } = submitter;
+  try {
+    await database.db
+      .withTables<SqliteViews>()
+      .insertInto('queued_tasks')
+      .values({
+        ...row.task,
+        input_files: JSON.stringify(row.fileIds),
+        month_period: periods.monthlyTasks(now),
+        day_period: periods.dailyTasks(now),
+        monthly_tasks: limits.monthlyTasks,
+        max_queued_tasks: limits.maxQueuedTasks,
+        storage_limit: limits.storageBytes,
+      })
+      .execute();
+    return true;
+  } catch (err) {
+    if ((err as Error).message === QUEUEING_REFUSED) return false;
+    throw err;
+  }
+}
+
+/** What SQLite's queued_tasks trigger answers when it writes nothing (migration 0014). */
+const QUEUEING_REFUSED = 'queueing refused';
+
+/**
  * Queues one task; the quota is charged in the same transaction. The account is locked first
  * (the lock order in quota.ts): a file deleted or expiring meanwhile cannot become its input,
- * and the storage and quota checks stay true until the task is committed.
+ * and the storage and quota checks stay true until the task is committed. Alone (SQLite, no
+ * transaction), what it reads is read again by the statement that writes (`insertQueuedTask`);
+ * when that refuses, or the task fails at once (its webhook events), it runs in a transaction.
  */
-export async function submitTask({ database, tx, clock, op, submitter, wake }: Submission, body: Record<string, unknown>) {
+export async function submitTask(submission: Submission, body: Record<string, unknown>): Promise<SubmittedTask> {
+  const { database, tx, clock, op, submitter, wake, alone } = submission;
   const now = clock.now();
   const { fileId, fileIds, ...options } = body as { fileId?: string; fileIds?: string[] } & Record<string, unknown>;
   const ids = op.multiInput ? multipleInputs(fileId, fileIds) : [fileId!];
@@ -237,12 +286,23 @@ export async function submitTask({ database, tx, clock, op, submitter, wake }: S
   const charged = task.charged;
   checkQueuedTasks(work, submitter.limits, charged);
   const row = { task, fileIds: [...ids, ...(op.extraInputs?.(options) ?? [])] };
-  if (charged && database.writingCtes) await insertChargedTask(tx, submitter, row, now, wake);
+  if (alone) {
+    if (!(charged && (await insertQueuedTask(database, submitter, row, now))))
+      return database.transaction((tx) => submitTask({ ...submission, tx, alone: false }, body));
+  } else if (charged && database.writingCtes) await insertChargedTask(tx, submitter, row, now, wake);
   else {
     if (charged) await chargeTasks(tx, submitter.accountId, submitter.limits, charged, now);
     await insertTasks(database, tx, [row], wake);
   }
   return { taskId: task.id, status: task.status, type: task.type, createdAt: iso(now), ...(task.error_code ? { error: taskErrorToApi(task) } : {}) };
+}
+
+interface SubmittedTask {
+  taskId: string;
+  status: TaskRow['status'];
+  type: string;
+  createdAt: string;
+  error?: ReturnType<typeof taskErrorToApi>;
 }
 
 /** A several-input kind takes `fileIds`, or `fileId` for one input: exactly one of them. */

@@ -24,7 +24,7 @@ export type ClaimedTask = TaskRow & { account: { plan: string; storageUsed: numb
  * account's, read earlier in the transaction (it spares reading the endpoints again). Passed in,
  * as `recordOutputs` is, so that the queue knows nothing of tasks' views or webhooks.
  */
-export type TasksEnded = (tx: Tx, accountId: string, taskIds: readonly string[], now: number, webhooksVersion?: number) => Promise<number>;
+type TasksEnded = (tx: Tx, accountId: string, taskIds: readonly string[], now: number, webhooksVersion?: number) => Promise<number>;
 
 /** What the tasks module tells the queue of tasks' ends (passed in: the queue knows nothing of webhooks). */
 export interface TaskEnds {

@@ -273,7 +273,7 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       assert.match(failed.stderr, failureLine(failing.taskId, 'TARGET_SIZE_UNREACHABLE'));
     });
 
-    it('info: of a file id or a local file (uploaded first), text and --json; a document fails INFO_UNAVAILABLE', async () => {
+    it('info: of a file id or a local file (uploaded first), text and --json, --faces; a document fails INFO_UNAVAILABLE', async () => {
       const sdk = new Imgapi({ baseUrl: server.url, apiKey: env.IMGAPI_KEY });
       const { fileId } = await sdk.upload(JPEG);
       const text = await imgapi(['info', fileId], env);
@@ -289,6 +289,19 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       assert.match(info.fileId, /^file_/);
       assert.notEqual(info.fileId, fileId, 'the local file was uploaded');
       assert.equal(info.phash, (await sdk.info(fileId)).phash, 'the same pixels, the same hash');
+      assert.doesNotMatch(text.stdout, /^faces:/m, 'faces only when asked');
+
+      // --faces (the SDK's `faces: true`): the three faces of face-api's own sample photo.
+      const group = path.join(REPO_ROOT, 'node_modules/@vladmandic/face-api/demo/sample1.jpg');
+      const found = await imgapi(['info', path.relative(REPO_ROOT, group), '--faces', '--json'], env);
+      assert.equal(found.code, 0, show(found));
+      const withFaces = JSON.parse(found.stdout);
+      assert.equal(withFaces.faces.length, 3, found.stdout);
+      const faces = await imgapi(['info', withFaces.fileId, '--faces'], env);
+      assert.match(faces.stdout, /^faces: {5}\d+×\d+ at \d+,\d+ \(\d\.\d\d\)(; \d+×\d+ at \d+,\d+ \(\d\.\d\d\)){2}$/m, show(faces));
+      assert.deepEqual((await sdk.info(withFaces.fileId, { faces: true })).faces, withFaces.faces);
+      assert.equal((await sdk.info(withFaces.fileId)).faces, undefined);
+
       const deck = (await sdk.upload(corpusFile('presentations/python-pptx/tbl-cell.pptx'))).fileId;
       const refused = await imgapi(['info', deck], env);
       assert.equal(refused.code, 1, show(refused));

@@ -111,6 +111,7 @@ for (const dialect of DIALECTS) {
         head: (key) => server.services.storage.head(key),
         delete: (key) => server.services.storage.delete(key),
         move: (from, to) => server.services.storage.move(from, to),
+        list: (prefix) => server.services.storage.list(prefix),
         check: () => server.services.storage.check(),
         get: () => new Promise<Readable>(() => {}),
       };

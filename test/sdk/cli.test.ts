@@ -239,7 +239,8 @@ for (const dialect of DIALECTS.slice(0, 1)) {
         lines.map(([, file]) => file),
         [JPEG, PNG],
       );
-      const [[fileId]] = lines;
+      const [fileId, pngId] = lines.map(([id]) => id);
+      assert.ok(fileId && pngId, show(uploaded));
       assert.match(fileId, /^file_/);
 
       const sdk = new Imgapi({ baseUrl: server.url, apiKey: env.IMGAPI_KEY });
@@ -267,7 +268,7 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       assert.equal(unknown.code, 1, show(unknown));
       assert.match(unknown.stderr, failureLine('task_doesnotexist0000000000', 'NOT_FOUND'));
 
-      const failing = await sdk.process('compress', { fileId: lines[1][0], targetSize: 10 });
+      const failing = await sdk.process('compress', { fileId: pngId, targetSize: 10 });
       const failed = await imgapi(['task', failing.taskId, '--wait'], env);
       assert.equal(failed.code, 1, show(failed));
       assert.match(failed.stderr, failureLine(failing.taskId, 'TARGET_SIZE_UNREACHABLE'));
@@ -319,14 +320,14 @@ for (const dialect of DIALECTS.slice(0, 1)) {
         [['upload', JPEG, '--concurrency', '0'], env, /--concurrency takes a whole number/],
         [['download'], env, /usage: imgapi download <fileId>/],
       ];
-      const results = await Promise.all(cases.map(([args, caseEnv]) => imgapi(args, caseEnv)));
-      results.forEach((result, i) => {
-        assert.equal(result.code, 2, `${cases[i][0].join(' ')}: ${show(result)}`);
-        assert.match(result.stderr, cases[i][2], show(result));
+      const results = await Promise.all(cases.map(async ([args, caseEnv, expected]) => ({ args, expected, result: await imgapi(args, caseEnv) })));
+      for (const { args, expected, result } of results) {
+        assert.equal(result.code, 2, `${args.join(' ')}: ${show(result)}`);
+        assert.match(result.stderr, expected, show(result));
         // That command's usage alone follows.
-        assert.match(result.stderr, new RegExp(`\\nUsage:\\n {2}${cases[i][0][0]} `), show(result));
+        assert.match(result.stderr, new RegExp(`\\nUsage:\\n {2}${args[0]} `), show(result));
         assert.doesNotMatch(result.stderr, /Client commands/, show(result));
-      });
+      }
       // Through the installed binary too, and its help.
       const viaBin = await imgapi(['run', 'resize', JPEG], env, { bin: true });
       assert.equal(viaBin.code, 2, show(viaBin));

@@ -41,7 +41,7 @@ export function installNode(major, dir, note) {
   const probe = spawnSync(bin, ['-p', '[process.version, process.platform, process.arch].join(" ")'], { encoding: 'utf8' });
   if (probe.status !== 0) throw new Error(`${bin} does not run: ${probe.stderr}`);
   const [version, platform, arch] = probe.stdout.trim().split(' ');
-  if (!version.startsWith(`v${major}.`)) throw new Error(`${bin} is ${version}, not Node ${major}`);
+  if (!version?.startsWith(`v${major}.`)) throw new Error(`${bin} is ${version}, not Node ${major}`);
   // The headers are in the platform package that `node` installed beside its binary.
   const fromNode = createRequire(path.join(dir, 'node_modules', 'node', 'package.json'));
   let nodedir;
@@ -76,14 +76,19 @@ export function runtimeEnv(runtime, env = process.env) {
  * @returns {boolean}
  */
 export function satisfies(version, range) {
-  const parse = (v) => v.replace(/^v/, '').split('.').map(Number);
+  /** @type {(v: string) => [number, number, number]} */
+  const parse = (v) => {
+    const [major = 0, minor = 0, patch = 0] = v.replace(/^v/, '').split('.').map(Number);
+    return [major, minor, patch];
+  };
+  /** @type {(a: [number, number, number], b: [number, number, number]) => number} */
   const cmp = (a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
   const have = parse(version);
   return range.split('||').some((alternative) => {
-    const m = /^\s*(\^|>=)\s*(\d+\.\d+\.\d+)\s*$/.exec(alternative);
-    if (!m) throw new Error(`engines range "${alternative.trim()}" is not ^x.y.z or >=x.y.z`);
-    const want = parse(m[2]);
-    return m[1] === '>=' ? cmp(have, want) >= 0 : have[0] === want[0] && cmp(have, want) >= 0;
+    const [, operator, wanted] = /^\s*(\^|>=)\s*(\d+\.\d+\.\d+)\s*$/.exec(alternative) ?? [];
+    if (!wanted) throw new Error(`engines range "${alternative.trim()}" is not ^x.y.z or >=x.y.z`);
+    const want = parse(wanted);
+    return operator === '>=' ? cmp(have, want) >= 0 : have[0] === want[0] && cmp(have, want) >= 0;
   });
 }
 
@@ -94,19 +99,25 @@ export function satisfies(version, range) {
 /** The major version setup brings when the system's Node is too old: the current LTS. */
 export const PROJECT_NODE_MAJOR = '26';
 
-/** package.json's `engines.node`. */
+/**
+ * package.json's `engines.node`.
+ * @param {string} root
+ * @returns {string}
+ */
 export function enginesOf(root) {
   return JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).engines.node;
 }
 
 /** Where setup keeps the Node it brings, and (see scripts/node-apart.mjs) native modules built for it. */
-export const projectNodeDir = (root) => path.join(root, '.node');
+export const projectNodeDir = (/** @type {string} */ root) => path.join(root, '.node');
 
 /**
  * How to run `node` for this project: `bin` and `env` (PATH, node-gyp's headers, and the hook
  * that finds native modules built for it apart, when .node/apart.json lists some). The system's
  * Node when `engines` accept it; else the one setup brought, or — not brought yet — the system's
  * with `missing` set.
+ * @param {string} root
+ * @param {NodeJS.ProcessEnv} [env]
  * @returns {{ bin: string, env: NodeJS.ProcessEnv, version: string, brought: boolean, missing?: boolean }}
  */
 export function projectNode(root, env = process.env) {
@@ -141,7 +152,7 @@ export async function reexecUnderProjectNode(root, script) {
     return;
   }
   const child = spawn(node.bin, [...process.execArgv, script, ...process.argv.slice(2)], { env: node.env, stdio: 'inherit' });
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  for (const signal of /** @type {const} */ (['SIGINT', 'SIGTERM', 'SIGHUP'])) {
     process.on(signal, () => {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     });

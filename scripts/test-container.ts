@@ -311,6 +311,10 @@ async function typicalFlow(imgapi: Imgapi): Promise<{ fileId: string; sha256: st
     ['flip', { direction: 'horizontal' }, 'jpeg'],
     ['watermark', { text: 'imgapi © 2026', opacity: 0.6 }, 'jpeg'],
     ['upscale', { factor: 2, model: 'lanczos' }, 'jpeg'],
+    ['adjust', { brightness: 1.1, saturation: 1.2, contrast: 0.1 }, 'jpeg'],
+    ['trim', { threshold: 10 }, 'jpeg'],
+    ['extend', { all: 12, background: '#ffffff' }, 'jpeg'],
+    ['resize', { width: 200, height: 200, fit: 'cover', position: 'face' }, 'jpeg'],
     [
       'pipeline',
       {
@@ -341,7 +345,34 @@ async function typicalFlow(imgapi: Imgapi): Promise<{ fileId: string; sha256: st
   const pdf = await imgapi.run('image-to-pdf', [ref], { pageSize: 'A4' }, { timeoutMs: 120_000 });
   const document = await PDFDocument.load(Buffer.from(await pdf.output.blob!.arrayBuffer()));
   check(document.getPageCount() === 1, `image-to-pdf: ${document.getPageCount()} pages`);
-  const kinds = [...jobs.map(([kind]) => kind), 'image-to-pdf'];
+  const kinds = [...new Set(jobs.map(([kind]) => kind)), 'image-to-pdf'];
+
+  // PDF input: the PDF just made, its page rendered by poppler in the sandbox.
+  const pages = await imgapi.run('pdf-to-images', { fileId: pdf.output.fileId }, { width: 400, format: 'png' }, { timeoutMs: 120_000 });
+  const [page] = pages.task.outputFileIds ?? [];
+  check(page !== undefined, 'pdf-to-images made no image');
+  const pageMeta = await sharp(Buffer.from(await (await imgapi.download(page!)).blob!.arrayBuffer())).metadata();
+  check(pageMeta.format === 'png' && pageMeta.width === 400, `the PDF's page decodes as ${pageMeta.format} ${pageMeta.width} px wide`);
+  kinds.push('pdf-to-images');
+
+  // JPEG XL out (libjxl in WebAssembly), read back by the service itself (sharp's libvips has no JPEG XL).
+  const jxl = await imgapi.run('convert', ref, { format: 'jxl' }, { timeoutMs: 120_000 });
+  const jxlInfo = await imgapi.info(jxl.output.fileId);
+  check(
+    jxlInfo.format === 'jxl' && jxlInfo.width === 600 && jxlInfo.height === 450,
+    `convert to jxl: the service reads back ${JSON.stringify(jxlInfo)}`,
+  );
+  kinds.push('convert to jxl');
+
+  // The face detector (TensorFlow.js WebAssembly, its model shipped in the package): the three faces
+  // of face-api's own sample photo, found by info and covered by redact.
+  const group = await imgapi.upload(path.join(ROOT, 'node_modules/@vladmandic/face-api/demo/sample1.jpg'));
+  const found = (await imgapi.info(group.fileId, { faces: true })).faces ?? [];
+  check(found.length === 3, `info --faces found ${found.length} faces, not 3`);
+  const redacted = await imgapi.run('redact', { fileId: group.fileId }, { faces: true }, { timeoutMs: 120_000 });
+  const covered = (redacted.task.result as { regions?: unknown[] } | undefined)?.regions ?? [];
+  check(covered.length >= 3, `redact covered ${covered.length} regions, not the 3 faces`);
+  kinds.push('info with faces', `redact (${covered.length} regions)`);
 
   if (fs.existsSync(deck)) {
     const slides = await imgapi.run('presentation-to-images', deck, { format: 'png', width: 640 }, { timeoutMs: 180_000 });

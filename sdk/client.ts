@@ -86,6 +86,11 @@ export interface RequestOptions {
   idempotencyKey?: string;
 }
 
+export interface InfoOptions extends RequestOptions {
+  /** Also find the faces (`info.faces`, best score first): found once by the server and kept. */
+  faces?: boolean;
+}
+
 export interface WaitOptions {
   /** Give up after this long with ImgapiError TIMEOUT (default: wait as long as the task runs). */
   timeoutMs?: number;
@@ -299,10 +304,11 @@ export abstract class ImgapiBase<Source, Destination> {
   /**
    * GET /api/files/{id}/info: format, upright size, frames, alpha, colour space, orientation, EXIF,
    * GPS, palette, dominant colour, BlurHash, ThumbHash and a 64-bit perceptual hash (computed
-   * once by the server and kept). Documents fail with `INFO_UNAVAILABLE`.
+   * once by the server and kept), and with `faces: true` the faces found. Documents fail with
+   * `INFO_UNAVAILABLE`.
    */
-  info(fileId: string, options: RequestOptions = {}): Promise<FileInfo> {
-    return this.json<FileInfo>('GET', `/api/files/${encodeURIComponent(fileId)}/info`, undefined, options);
+  info(fileId: string, options: InfoOptions = {}): Promise<FileInfo> {
+    return this.json<FileInfo>('GET', `/api/files/${encodeURIComponent(fileId)}/info${options.faces ? '?faces=1' : ''}`, undefined, options);
   }
 
   account(options: RequestOptions = {}): Promise<Account> {

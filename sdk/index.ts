@@ -26,6 +26,7 @@ export type {
   DownloadResult,
   FileRef,
   ImgapiOptions,
+  InfoOptions,
   Progress,
   RequestOptions,
   RunOptions,

@@ -43,6 +43,8 @@ export interface HostileApi {
   /** GET /api/webhooks, /api/webhooks/{id}/deliveries: the `data` answered. */
   webhooks: unknown;
   deliveries: unknown;
+  /** GET /api/files/{id}/info: the `data` answered (for every id, with or without `?faces=1`). */
+  info: unknown;
   /** POST /api/upload: the file id answered, by the uploaded name (default file_<n>). */
   uploadIds: Map<string, string>;
   close(): Promise<void>;
@@ -76,6 +78,7 @@ export async function startHostileApi(): Promise<HostileApi> {
     unavailableOnce: new Map(),
     webhooks: { webhooks: [], limit: 10 },
     deliveries: { deliveries: [] },
+    info: {},
     uploadIds: new Map(),
   };
   const send = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
@@ -131,6 +134,7 @@ export async function startHostileApi(): Promise<HostileApi> {
         if (download.stall) return req.socket.write(Buffer.concat([Buffer.from(head, 'latin1'), bytes.subarray(0, bytes.length >> 1)]));
         return req.socket.end(Buffer.concat([Buffer.from(head, 'latin1'), bytes]));
       }
+      if (/^GET \/api\/files\/[^/]+\/info$/.test(route)) return send(res, 200, { success: true, data: api.info });
       if (route === 'GET /api/webhooks') return send(res, 200, { success: true, data: api.webhooks });
       if (/^GET \/api\/webhooks\/[^/]+\/deliveries$/.test(route)) return send(res, 200, { success: true, data: api.deliveries });
       send(res, 404, { success: false, error: { code: 'NOT_FOUND', message: `${route} is not faked` } });

@@ -37,9 +37,10 @@ const TASK_USAGE = `  task <taskId> [--wait]          prints the task (its statu
 const DOWNLOAD_USAGE = `  download <fileId> [-o <file or dir>]
                                   writes the file (default: the current directory, under the
                                   service's name for it, made a safe file name)`;
-const INFO_USAGE = `  info <fileId or file>           prints an image's info: size, frames, colour space, EXIF
+const INFO_USAGE = `  info <fileId or file> [--faces]  prints an image's info: size, frames, colour space, EXIF
                                   camera and date, GPS, palette, BlurHash, ThumbHash and
-                                  perceptual hash (a local file is uploaded first)`;
+                                  perceptual hash (a local file is uploaded first); --faces
+                                  also finds the faces (a box and score each)`;
 
 const OPTIONS_USAGE = `  --url URL          the service (default: $IMGAPI_URL, else http://localhost:3000)
   --key KEY          the API key (default: $IMGAPI_KEY)
@@ -288,13 +289,14 @@ async function downloadCommand(options: CommonOptions, io: ClientIo): Promise<nu
 }
 
 async function infoCommand(options: CommonOptions, io: ClientIo): Promise<number> {
-  const [target] = noOptionsLeft(options, 1, 'imgapi info <fileId or file>');
+  const faces = options.rest.includes('--faces');
+  const [target] = noOptionsLeft({ ...options, rest: options.rest.filter((arg) => arg !== '--faces') }, 1, 'imgapi info <fileId or file> [--faces]');
   const client = connect(options, (event) => io.stderr.write(`${retryLine(event)}\n`));
   try {
     // A path that exists is a local file to upload; anything else is taken as a file id.
     const local = fs.existsSync(target) && fs.statSync(target).isFile();
     const fileId = local ? (await client.upload(target)).fileId : target;
-    const info = await client.info(fileId);
+    const info = await client.info(fileId, { faces });
     io.stdout.write(
       options.json ? `${json({ fileId, ...(local ? { file: path.resolve(target) } : {}), ...info })}\n` : `${infoText(fileId, info)}\n`,
     );
@@ -305,30 +307,42 @@ async function infoCommand(options: CommonOptions, io: ClientIo): Promise<number
   }
 }
 
-/** An image's info as text: a line per fact, the EXIF reduced to what a person looks for first. */
+/**
+ * An image's info as text: a line per fact, the EXIF reduced to what a person looks for first.
+ * The server's answer is not trusted to have the shape it should: a field of another type is
+ * left out or printed as text, never a crash, and everything goes through `printable`.
+ */
 function infoText(fileId: string, info: FileInfo): string {
-  const exif = info.exif ?? {};
+  const exif: Record<string, unknown> = info.exif !== null && typeof info.exif === 'object' ? info.exif : {};
   const text = (name: string) => (typeof exif[name] === 'string' || typeof exif[name] === 'number' ? String(exif[name]) : undefined);
   const camera = [text('Make'), text('Model')].filter(Boolean).join(' ');
   const taken = text('DateTimeOriginal') ?? text('CreateDate');
-  const rows: [string, string | undefined][] = [
+  const number = (value: unknown, digits: number) => (typeof value === 'number' ? value.toFixed(digits) : String(value));
+  const list = (value: unknown, each: (item: unknown) => string) => (Array.isArray(value) ? value.map(each) : undefined);
+  const gps = info.gps as { latitude?: unknown; longitude?: unknown } | null | undefined;
+  const faces = list(info.faces, (item) => {
+    const f = (item ?? {}) as Record<string, unknown>;
+    return `${f.width}×${f.height} at ${f.left},${f.top} (${number(f.score, 2)})`;
+  });
+  const rows: [string, unknown][] = [
     ['file', fileId],
     ['format', info.format],
-    ['size', `${info.width}×${info.height}${info.pages > 1 ? `, ${info.pages} frames` : ''}`],
+    ['size', `${info.width}×${info.height}${Number(info.pages) > 1 ? `, ${info.pages} frames` : ''}`],
     ['alpha', info.hasAlpha ? 'yes' : 'no'],
     ['colour', `${info.colorSpace}, orientation ${info.orientation}`],
     ['camera', camera || undefined],
     ['taken', taken],
-    ['exif', info.exif ? `${Object.keys(info.exif).length} tags (--json shows them)` : 'none'],
-    ['gps', info.gps ? `${info.gps.latitude.toFixed(6)}, ${info.gps.longitude.toFixed(6)}` : 'none'],
+    ['exif', info.exif ? `${Object.keys(exif).length} tags (--json shows them)` : 'none'],
+    ['gps', gps && typeof gps === 'object' ? `${number(gps.latitude, 6)}, ${number(gps.longitude, 6)}` : 'none'],
     ['dominant', info.dominant],
-    ['palette', info.palette.join(' ')],
+    ['palette', list(info.palette, String)?.join(' ')],
     ['blurhash', info.blurhash],
     ['thumbhash', info.thumbhash],
     ['phash', info.phash],
+    ['faces', faces && (faces.join('; ') || 'none')],
   ];
   return rows
-    .filter((row): row is [string, string] => row[1] !== undefined)
-    .map(([name, value]) => `${`${name}:`.padEnd(11)}${printable(value)}`)
+    .filter((row): row is [string, NonNullable<unknown>] => row[1] !== undefined && row[1] !== null)
+    .map(([name, value]) => `${`${name}:`.padEnd(11)}${printable(String(value))}`)
     .join('\n');
 }

@@ -13,7 +13,7 @@ const name = (what: string) =>
 export const TRANSFORM_GRAMMAR =
   '`-` (the source as it is, re-encoded only where `f` asks) or `name:value` pairs joined by `,` in any order, each name once: ' +
   `\`w\`, \`h\` (px, 1–${MAX_RENDER_SIDE}), \`fit\` (${FITS.join(', ')}; default inside), \`g\` (gravity: ${GRAVITIES.join(', ')}; ` +
-  '`attention` and `entropy` need `fit:cover`; `face` answers 400 until face detection exists), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), ' +
+  '`attention`, `entropy` and `face` choose the crop, so they need `fit:cover`; `face` centres it on the faces found, else as `attention`), `dpr` (1–4, up to 3 decimals; multiplies `w` and `h`), ' +
   '`f` (jpeg, png, webp, avif, gif, jxl, or auto; `jpg` is taken as jpeg), `q` (1–100), ' +
   '`bg` (6 or 8 hex digits: letterbox and flattening colour), `rot` (90, 180, 270), `flip` (h, v, hv), `blur` (sigma 0.3–1000), ' +
   "`sharpen` (sigma 0.01–10), `page` (a PDF source's page, from 1, default 1: rasterised at the size `w`/`h` ask, 1024 px wide without them; past the last page, or on another source, 400 naming it), " +

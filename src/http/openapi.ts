@@ -364,7 +364,7 @@ known or not: an unknown path is 401 without a key and 404 \`NOT_FOUND\` with on
 - **Delivery URLs** (\`/r/…\`): no per-key rate limit (a hit is a cached key, an HMAC, one indexed read and a
   stream; misses are bounded by \`RENDER_CONCURRENCY\` and \`monthlyRenders\`); a failed render is not
   counted; a source or render past the plan's pixel limits is 422 \`IMAGE_TOO_LARGE\` (the job API's task
-  code, as an answer); \`f:jxl\` is 400 on this server (no JPEG XL encoder); a preset or origin name in use
+  code, as an answer); a preset or origin name in use
   is 400 naming \`name\`; an unknown preset in \`p\` is 400 naming \`p\`; a query string is ignored; when an
   origin cannot be reached to revalidate a kept object, the kept copy is served; the renders of an
   account are shared by its signing keys (deleting a key stops its URLs, not the others').`;

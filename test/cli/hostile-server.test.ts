@@ -264,4 +264,33 @@ describe('imgapi client commands against a hostile server', () => {
     assertPrintable(deliveries);
     assert.match(deliveries.stdout, /\sred fake line\s/);
   });
+
+  it('info: fields of the wrong type or full of escapes print as text or are left out, never a crash', async () => {
+    api.info = {
+      format: 'jpeg\x1b[2J',
+      width: '\u202e1',
+      height: null,
+      pages: 'many',
+      exif: { Make: '\x1b]0;pwned\x07Canon', Model: 5, DateTimeOriginal: { nested: true } },
+      gps: { latitude: '\x1b[31m', longitude: null },
+      palette: '#ffffff',
+      faces: [null, { left: 'x', score: '\x9b2J' }, 7],
+      phash: ['\x00'],
+    };
+    for (const args of [
+      ['info', 'file_1', '--faces'],
+      ['info', 'file_1'],
+    ]) {
+      const result = await imgapi(args);
+      assert.equal(result.code, 0, show(result));
+      assertPrintable(result);
+      assert.match(result.stdout, /^camera: {4}Canon 5$/m, show(result));
+      assert.match(result.stdout, /^faces: {5}undefined×undefined at undefined,undefined \(undefined\); /m, show(result));
+      assert.doesNotMatch(result.stdout, /^palette:/m, 'a palette that is not a list is left out');
+    }
+    api.info = 'not an object';
+    const odd = await imgapi(['info', 'file_1']);
+    assertPrintable(odd);
+    assert.ok(odd.code === 0 || odd.code === 1, show(odd));
+  });
 });

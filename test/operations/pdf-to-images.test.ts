@@ -38,7 +38,7 @@ async function run(
   options: Record<string, unknown>,
   limits = DEFAULT_PLANS.max,
   tmpDir = fs.mkdtempSync(path.join(scratch, 'task-')),
-): Promise<OperationResult> {
+): Promise<OperationResult & { result: Record<string, unknown> }> {
   const file = { id: 'file_test', filename: 'report.pdf', format: 'pdf', size: fs.statSync(pdf).size } as FileRecord;
   const result = await pdfToImages.run({
     taskId: 'task_test',
@@ -51,7 +51,8 @@ async function run(
     progress: () => {},
     documents: { poppler } as never,
   });
-  return result;
+  assert.ok(result.result, 'pdf-to-images reports its pages');
+  return { ...result, result: result.result };
 }
 
 const failsWith = (code: string) => (err: unknown) => {

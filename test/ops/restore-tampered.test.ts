@@ -218,10 +218,9 @@ for (const dialect of DIALECTS) {
     });
 
     early('refuses a hard link to a file outside, a FIFO, a missing object, and folders nested deeper than a backup makes', async () => {
-      await refused(
-        (dir) => fs.mkdirSync(path.join(dir, 'objects', ...'abcdefghij'), { recursive: true }),
-        /is nested deeper than any backup's folders/,
-      );
+      await refused((dir) => {
+        fs.mkdirSync(path.join(dir, 'objects', ...'abcdefghij'), { recursive: true });
+      }, /is nested deeper than any backup's folders/);
       await refused(
         (dir) =>
           replace((file) => fs.linkSync(path.join(dir, '..', 'decoy', 'objects', object(1).key), file))(path.join(dir, 'objects', object(1).key)),

@@ -6,7 +6,7 @@ import { buildApp } from '../../src/http/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createServices } from '../../src/services.js';
 import { WorkerPool } from '../../src/worker/worker.js';
-import { Client } from '../helpers.js';
+import { Client, type ApiResponse } from '../helpers.js';
 
 export interface ServerOn {
   url: string;
@@ -35,12 +35,15 @@ export async function serveOn(env: Record<string, string>, workers = 0): Promise
   };
 }
 
+/** A page of a list: its items (under the list's own name) and where the next page starts. */
+type Page = { data: Record<string, unknown> & { nextCursor: string | null } };
+
 /** Every item of a paged list (`/api/files`, `/api/tasks`), first page to last. */
 export async function listAll(client: Client, route: string, items: string): Promise<unknown[]> {
   const all: unknown[] = [];
   let cursor: string | null = null;
   do {
-    const response = await client.get(`${route}?limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    const response: ApiResponse<Page> = await client.get(`${route}?limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
     if (response.status !== 200) throw new Error(`${route}: ${response.status} ${JSON.stringify(response.body)}`);
     all.push(...(response.body.data[items] as unknown[]));
     cursor = response.body.data.nextCursor;

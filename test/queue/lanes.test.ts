@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { WorkerPool } from '../../src/worker/worker.js';
-import { Client, corpusFile, DIALECTS, sleep, startServer, type TestServer } from '../helpers.js';
+import { waitFor } from '../e2e/processes.js';
+import { Client, corpusFile, DIALECTS, startServer, type TestServer } from '../helpers.js';
 
 /** A photo of the corpus as a PNG of `size` × `size`. */
 const photo = (size: number) => sharp(corpusFile('images/sharp/Landscape_1.jpg')).resize(size, size, { fit: 'cover' }).png().toBuffer();
@@ -50,7 +51,7 @@ for (const dialect of DIALECTS) {
       assert.ok(aiStatuses.filter((s) => s === 'processing').length <= 1, `one AI slot: ${aiStatuses.join(', ')}`);
       for (const id of ai) await a.request('DELETE', `/api/tasks/${id}`);
       // The canceled run stops between two tiles; the next test starts on idle workers.
-      while (server.workers.busy > 0) await sleep(50);
+      await waitFor('the canceled esrgan runs to stop', 30_000, () => (server.workers.busy === 0 ? true : undefined));
     });
 
     it('accounts take turns within the lane: A, B, A, B, A for three of A’s and two of B’s queued before', async () => {

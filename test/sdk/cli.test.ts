@@ -239,7 +239,8 @@ for (const dialect of DIALECTS.slice(0, 1)) {
         lines.map(([, file]) => file),
         [JPEG, PNG],
       );
-      const [[fileId]] = lines;
+      const [fileId, pngId] = lines.map(([id]) => id);
+      assert.ok(fileId && pngId, show(uploaded));
       assert.match(fileId, /^file_/);
 
       const sdk = new Imgapi({ baseUrl: server.url, apiKey: env.IMGAPI_KEY });
@@ -267,13 +268,13 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       assert.equal(unknown.code, 1, show(unknown));
       assert.match(unknown.stderr, failureLine('task_doesnotexist0000000000', 'NOT_FOUND'));
 
-      const failing = await sdk.process('compress', { fileId: lines[1][0], targetSize: 10 });
+      const failing = await sdk.process('compress', { fileId: pngId, targetSize: 10 });
       const failed = await imgapi(['task', failing.taskId, '--wait'], env);
       assert.equal(failed.code, 1, show(failed));
       assert.match(failed.stderr, failureLine(failing.taskId, 'TARGET_SIZE_UNREACHABLE'));
     });
 
-    it('info: of a file id or a local file (uploaded first), text and --json; a document fails INFO_UNAVAILABLE', async () => {
+    it('info: of a file id or a local file (uploaded first), text and --json, --faces; a document fails INFO_UNAVAILABLE', async () => {
       const sdk = new Imgapi({ baseUrl: server.url, apiKey: env.IMGAPI_KEY });
       const { fileId } = await sdk.upload(JPEG);
       const text = await imgapi(['info', fileId], env);
@@ -289,6 +290,19 @@ for (const dialect of DIALECTS.slice(0, 1)) {
       assert.match(info.fileId, /^file_/);
       assert.notEqual(info.fileId, fileId, 'the local file was uploaded');
       assert.equal(info.phash, (await sdk.info(fileId)).phash, 'the same pixels, the same hash');
+      assert.doesNotMatch(text.stdout, /^faces:/m, 'faces only when asked');
+
+      // --faces (the SDK's `faces: true`): the three faces of face-api's own sample photo.
+      const group = path.join(REPO_ROOT, 'node_modules/@vladmandic/face-api/demo/sample1.jpg');
+      const found = await imgapi(['info', path.relative(REPO_ROOT, group), '--faces', '--json'], env);
+      assert.equal(found.code, 0, show(found));
+      const withFaces = JSON.parse(found.stdout);
+      assert.equal(withFaces.faces.length, 3, found.stdout);
+      const faces = await imgapi(['info', withFaces.fileId, '--faces'], env);
+      assert.match(faces.stdout, /^faces: {5}\d+×\d+ at \d+,\d+ \(\d\.\d\d\)(; \d+×\d+ at \d+,\d+ \(\d\.\d\d\)){2}$/m, show(faces));
+      assert.deepEqual((await sdk.info(withFaces.fileId, { faces: true })).faces, withFaces.faces);
+      assert.equal((await sdk.info(withFaces.fileId)).faces, undefined);
+
       const deck = (await sdk.upload(corpusFile('presentations/python-pptx/tbl-cell.pptx'))).fileId;
       const refused = await imgapi(['info', deck], env);
       assert.equal(refused.code, 1, show(refused));
@@ -306,14 +320,14 @@ for (const dialect of DIALECTS.slice(0, 1)) {
         [['upload', JPEG, '--concurrency', '0'], env, /--concurrency takes a whole number/],
         [['download'], env, /usage: imgapi download <fileId>/],
       ];
-      const results = await Promise.all(cases.map(([args, caseEnv]) => imgapi(args, caseEnv)));
-      results.forEach((result, i) => {
-        assert.equal(result.code, 2, `${cases[i][0].join(' ')}: ${show(result)}`);
-        assert.match(result.stderr, cases[i][2], show(result));
+      const results = await Promise.all(cases.map(async ([args, caseEnv, expected]) => ({ args, expected, result: await imgapi(args, caseEnv) })));
+      for (const { args, expected, result } of results) {
+        assert.equal(result.code, 2, `${args.join(' ')}: ${show(result)}`);
+        assert.match(result.stderr, expected, show(result));
         // That command's usage alone follows.
-        assert.match(result.stderr, new RegExp(`\\nUsage:\\n {2}${cases[i][0][0]} `), show(result));
+        assert.match(result.stderr, new RegExp(`\\nUsage:\\n {2}${args[0]} `), show(result));
         assert.doesNotMatch(result.stderr, /Client commands/, show(result));
-      });
+      }
       // Through the installed binary too, and its help.
       const viaBin = await imgapi(['run', 'resize', JPEG], env, { bin: true });
       assert.equal(viaBin.code, 2, show(viaBin));

@@ -44,8 +44,10 @@ for (const dialect of DIALECTS) {
       assert.equal(file.size, fs.statSync(JPEG).size);
       assert.deepEqual(progress[0], { loaded: 0, total: file.size });
       assert.deepEqual(progress.at(-1), { loaded: file.size, total: file.size });
-      assert.ok(
-        progress.every((p, i) => i === 0 || p.loaded > progress[i - 1].loaded),
+      const loaded = progress.map((p) => p.loaded);
+      assert.deepEqual(
+        loaded,
+        [...new Set(loaded)].sort((a, b) => a - b),
         'progress only grows',
       );
 
@@ -75,7 +77,7 @@ for (const dialect of DIALECTS) {
       const posts = requests.filter((r) => r.method === 'POST');
       assert.equal(posts.length, 2);
       assert.ok(posts.every((r) => r.key && r.key.length >= 32));
-      assert.notEqual(posts[0].key, posts[1].key);
+      assert.equal(new Set(posts.map((r) => r.key)).size, posts.length, 'a key each');
     });
 
     it('run() does the whole flow in one call, from a Buffer (Node) and from a Blob (browser entry)', async () => {
@@ -111,7 +113,9 @@ for (const dialect of DIALECTS) {
       assert.ok(fs.existsSync(chosen.output.path!));
 
       // An input already stored is used as it is.
-      const again = await node.run('flip', { fileId: fromBuffer.inputs[0] }, { direction: 'horizontal' });
+      const [storedId] = fromBuffer.inputs;
+      assert.ok(storedId);
+      const again = await node.run('flip', { fileId: storedId }, { direction: 'horizontal' });
       assert.deepEqual(again.inputs, fromBuffer.inputs);
       assert.ok(again.output.blob && again.output.blob.size > 0);
     });
@@ -178,7 +182,7 @@ for (const dialect of DIALECTS) {
         requests.map((r) => `${r.method} ${r.path.replace(/upl_[\w-]+/, 'upl_…')}`),
         ['POST /api/upload/presign', 'PUT /uploads/upl_…', 'POST /api/upload/confirm'],
       );
-      assert.equal(requests[1].key, null, 'the PUT carries no Idempotency-Key (nor the API key)');
+      assert.equal(requests[1]?.key, null, 'the PUT carries no Idempotency-Key (nor the API key)');
       assert.ok(progress.length > 2, 'progress while the PUT streams');
       assert.deepEqual(progress.at(-1), { loaded: size, total: size });
 
@@ -187,7 +191,7 @@ for (const dialect of DIALECTS) {
       const streamed = await imgapi.upload(fs.createReadStream(PHOTO));
       assert.equal(streamed.size, size);
       assert.equal(streamed.filename, path.basename(PHOTO));
-      assert.equal(requests[0].path, '/api/upload/presign');
+      assert.equal(requests[0]?.path, '/api/upload/presign');
       // …and a small stream goes as one multipart upload.
       requests.length = 0;
       const small = await imgapi.upload(Readable.from([fs.readFileSync(PNG)]), { filename: 'swiss.png' });

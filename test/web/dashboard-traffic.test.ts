@@ -127,11 +127,11 @@ for (const dialect of DIALECTS) {
       });
       const operator = new SessionClient(server.url);
       assert.equal((await operator.post('/auth/login', { email: `op-${dialect}@example.com`, password: 'operator-password' })).status, 200);
-      const refused = await session.post(`/dashboard-api/admin/accounts/${accountId}/reset-link`);
+      const refused = await session.post(`/dashboard-api/admin/accounts/${accountId}/reset-link`, undefined);
       assert.equal(refused.status, 403, 'only the operator makes reset links');
       assert.equal(refused.body.error.code, 'FORBIDDEN');
 
-      const made = await operator.post(`/dashboard-api/admin/accounts/${accountId}/reset-link`);
+      const made = await operator.post(`/dashboard-api/admin/accounts/${accountId}/reset-link`, undefined);
       assert.equal(made.status, 201, JSON.stringify(made.body));
       assert.equal(made.body.data.email, email);
       const url = new URL(made.body.data.url);
@@ -160,7 +160,7 @@ for (const dialect of DIALECTS) {
       assert.equal(again.status, 403, 'a link works once');
       assert.equal(again.body.error.code, 'RESET_LINK_INVALID');
 
-      const later = (await operator.post(`/dashboard-api/admin/accounts/${accountId}/reset-link`)).body.data.url as string;
+      const later = (await operator.post(`/dashboard-api/admin/accounts/${accountId}/reset-link`, undefined)).body.data.url as string;
       frozen += 24 * 3600_000 + 1000;
       const expired = await new SessionClient(server.url).post('/auth/reset-password', {
         token: new URL(later).searchParams.get('token'),

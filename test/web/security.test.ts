@@ -386,7 +386,7 @@ for (const dialect of DIALECTS) {
       const { singleBodySchema, batchBodySchema } = await import('../../src/http/schemas.js');
       const response = await user.get('/dashboard-api/operations');
       assert.equal(response.status, 200);
-      const operations = response.body.data.operations as { kind: string; body: unknown; batchBody: unknown }[];
+      const operations = response.body.data.operations as { kind: string; body: unknown; batchBody: unknown; reencodes: boolean }[];
       assert.deepEqual(
         operations.map((o) => o.kind),
         OPERATIONS.map((o) => o.kind),
@@ -397,7 +397,7 @@ for (const dialect of DIALECTS) {
         assert.deepEqual(served.batchBody, op.batch ? JSON.parse(JSON.stringify(batchBodySchema(op))) : null);
       }
       // Savings are shown for the kinds that only re-encode: derived from the modules, not listed.
-      const reencoding = (operations as { kind: string; reencodes: boolean }[]).filter((o) => o.reencodes).map((o) => o.kind);
+      const reencoding = operations.filter((o) => o.reencodes).map((o) => o.kind);
       assert.deepEqual(reencoding, ['compress', 'convert']);
     });
   });

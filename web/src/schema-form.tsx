@@ -5,9 +5,9 @@
 // Options that exclude each other (the kind's rules) are disabled while the other is given;
 // descriptions are the schema's Markdown, rendered (markdown.tsx).
 import type { ReactNode } from 'react';
-import { label } from './format';
-import { Markdown } from './markdown';
-import { exampleOf } from './validation';
+import { label } from './format.js';
+import { Markdown } from './markdown.js';
+import { exampleOf } from './validation.js';
 
 export interface JsonSchema {
   type?: string | string[];

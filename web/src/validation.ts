@@ -3,8 +3,10 @@
 // words. Ajv cannot run here (it compiles with `new Function`, which the dashboard's CSP
 // forbids), and the kinds' options use a small subset: type, enum, minimum/maximum,
 // exclusiveMinimum, minLength/maxLength and pattern. The server still validates everything.
-import { label } from './format';
-import type { FormValues, JsonSchema } from './schema-form';
+// Extensions written out here and in schema-form.tsx: test/web/form-rules.test.ts imports this
+// module, and test/tsconfig.json resolves it as Node does (NodeNext), not as Vite does.
+import { label } from './format.js';
+import type { FormValues, JsonSchema } from './schema-form.js';
 
 /** The rules between a kind's options (src/http/routes/dashboard/option-rules.ts). */
 export interface OptionRules {

@@ -24,7 +24,7 @@
 // reference the account (their FOR KEY SHARE check) never waits for it, and a transaction that
 // still meets a deadlock or serialization failure is run again (`Database.transaction`).
 // SQLite has one writer.
-import { sql, type ExpressionBuilder, type QueryCreator, type RawBuilder, type SqlBool } from 'kysely';
+import { sql, type Expression, type ExpressionBuilder, type QueryCreator, type RawBuilder, type SqlBool } from 'kysely';
 import { dayKey, iso, monthKey, nextDayStart, nextMonthStart } from '../clock.js';
 import type { Database, Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, type DB } from '../db/schema.js';
@@ -100,21 +100,31 @@ async function incrementTasks(tx: Tx, accountId: string, amount: number, limit: 
   return Number(result.numInsertedOrUpdatedRows) === 2;
 }
 
-/** The month's and the day's task counters plus `amount`, the month's only within `limit`: one upsert, run alone or as a CTE. */
-function countingTasks(qb: QueryCreator<DB>, accountId: string, amount: number, limit: number, now: number) {
+/**
+ * The month's and the day's task counters plus `amount`, the month's only within `limit`: one
+ * upsert, run alone or as a CTE; with `when` (PostgreSQL), only where that holds.
+ */
+function countingTasks(qb: QueryCreator<DB>, accountId: string, amount: number, limit: number, now: number, when?: Expression<SqlBool>) {
   const month = periods.monthlyTasks(now);
-  return qb
-    .insertInto('usage_counters')
-    .values([
-      { account_id: accountId, period: month, used: amount },
-      { account_id: accountId, period: periods.dailyTasks(now), used: amount },
-    ])
-    .onConflict((oc) =>
-      oc
-        .columns(['account_id', 'period'])
-        .doUpdateSet({ used: sql`usage_counters.used + ${amount}` })
-        .where(sql<boolean>`usage_counters.period <> ${month} OR usage_counters.used + ${amount} <= ${limit}`),
-    );
+  const day = periods.dailyTasks(now);
+  const insert = qb.insertInto('usage_counters');
+  const rows =
+    when === undefined
+      ? insert.values([
+          { account_id: accountId, period: month, used: amount },
+          { account_id: accountId, period: day, used: amount },
+        ])
+      : insert
+          .columns(['account_id', 'period', 'used'])
+          .expression(
+            sql`SELECT v.account_id, v.period, v.used FROM (VALUES (${accountId}, ${month}, CAST(${amount} AS bigint)), (${accountId}, ${day}, CAST(${amount} AS bigint))) AS v (account_id, period, used) WHERE ${when}`,
+          );
+  return rows.onConflict((oc) =>
+    oc
+      .columns(['account_id', 'period'])
+      .doUpdateSet({ used: sql`usage_counters.used + ${amount}` })
+      .where(sql<boolean>`usage_counters.period <> ${month} OR usage_counters.used + ${amount} <= ${limit}`),
+  );
 }
 
 /**
@@ -122,9 +132,9 @@ function countingTasks(qb: QueryCreator<DB>, accountId: string, amount: number, 
  * counter it added to, so two when the month's took `amount` within the plan's limit (the
  * statement writes only then). Undefined when `amount` cannot fit at all.
  */
-export function chargingTasks(qb: QueryCreator<DB>, accountId: string, limits: PlanLimits, amount: number, now: number) {
+export function chargingTasks(qb: QueryCreator<DB>, accountId: string, limits: PlanLimits, amount: number, now: number, when?: Expression<SqlBool>) {
   if (amount > limits.monthlyTasks) return undefined;
-  return countingTasks(qb, accountId, amount, limits.monthlyTasks, now).returning('usage_counters.period');
+  return countingTasks(qb, accountId, amount, limits.monthlyTasks, now, when).returning('usage_counters.period');
 }
 
 export async function chargeTasks(tx: Tx, accountId: string, limits: PlanLimits, count: number, now: number): Promise<void> {
@@ -212,6 +222,8 @@ export async function lockAccountForWork<T = never>(
   tx: Tx,
   accountId: string,
   also?: (eb: ExpressionBuilder<DB, never>) => RawBuilder<T>,
+  /** Only read, in one statement, without the lock: a statement that then writes alone checks again (markingAccountForWork). */
+  options: { unlocked?: boolean } = {},
 ): Promise<AccountWork & { also: T | undefined }> {
   const reads = (eb: ExpressionBuilder<DB, never>) => [
     eb
@@ -224,8 +236,14 @@ export async function lockAccountForWork<T = never>(
   ];
   let storageUsed: number | undefined;
   let row: { active: number | null; also: unknown } | undefined;
-  if (database.rowLocks) {
-    const locked = await tx.selectFrom('accounts').select('storage_used').where('id', '=', accountId).forNoKeyUpdate().executeTakeFirst();
+  if (database.rowLocks && !options.unlocked) {
+    // The lock leaves its mark (work_version, see markingAccountForWork).
+    const locked = await tx
+      .updateTable('accounts')
+      .set({ work_version: sql<number>`work_version + 1` })
+      .where('id', '=', accountId)
+      .returning('storage_used')
+      .executeTakeFirst();
     storageUsed = locked?.storage_used;
     row = await tx.selectNoFrom(reads).executeTakeFirst();
   } else {
@@ -239,6 +257,32 @@ export async function lockAccountForWork<T = never>(
   }
   return { storageUsed: Number(storageUsed ?? 0), activeTasks: Number(row?.active ?? 0), also: (row?.also ?? undefined) as T | undefined };
 }
+
+/**
+ * PostgreSQL, work queued without a transaction: `lockAccountForWork`'s lock as a CTE of the
+ * statement that queues (the account's row, its storage used as the lock found it). Every
+ * queuing, in a transaction or not, bumps the account's work_version with its lock, so that
+ * `stillFits` can tell whether tasks were added since the statement's snapshot: one that waited
+ * for the lock counts the tasks as of before.
+ */
+export const markingAccountForWork = (qb: QueryCreator<DB>, accountId: string) =>
+  qb
+    .updateTable('accounts')
+    .set({ work_version: sql<number>`work_version + 1` })
+    .where('id', '=', accountId)
+    .returning(['accounts.storage_used', 'accounts.work_version']);
+
+/**
+ * Over the statement's CTE `marked` (markingAccountForWork): nobody queued work since the
+ * statement's snapshot (the version it bumped is the one the snapshot shows), the storage is
+ * not full (checkStorage) and `adding` more tasks leave the queued and running ones within the
+ * plan (checkQueuedTasks), counted in that snapshot: true only when what the caller read still
+ * holds. A count the snapshot took before tasks ended overcounts: it refuses, never admits.
+ */
+export const stillFits = (marked: string, accountId: string, limits: PlanLimits, adding: number) =>
+  sql<SqlBool>`${sql.ref(`${marked}.work_version`)} = (SELECT a.work_version FROM accounts AS a WHERE a.id = ${accountId}) + 1
+    AND ${sql.ref(`${marked}.storage_used`)} < ${limits.storageBytes}
+    AND (SELECT count(*) FROM tasks AS t WHERE t.account_id = ${accountId} AND t.status IN (${sql.join([...ACTIVE_STATUSES])})) + ${adding} <= ${limits.maxQueuedTasks}`;
 
 export function checkQueuedTasks(work: AccountWork, limits: PlanLimits, adding: number): void {
   const active = work.activeTasks;

@@ -462,6 +462,12 @@ export const migrations: Record<string, Migration> = {
       // When a task was last claimed: the claim stamps its account served in its lane with it
       // (on SQLite through the trigger below).
       await db.schema.alterTable('tasks').addColumn('claimed_at', ms).execute();
+      // Bumped by every queuing of work under the account's lock: a PostgreSQL statement that
+      // queues alone tells by it whether tasks were added since its snapshot.
+      await db.schema
+        .alterTable('accounts')
+        .addColumn('work_version', 'integer', (c) => c.notNull().defaultTo(0))
+        .execute();
       // SQLite's WITH cannot write (PostgreSQL folds these writes into one statement with
       // data-modifying CTEs): triggers make one statement write two tables, so that it needs no
       // transaction around it. PostgreSQL has neither of them.

@@ -17,6 +17,8 @@ export interface AccountsTable {
   disabled_at: number | null;
   /** Bumped by every change of the account's webhook endpoints (src/webhooks/store.ts caches them by it). */
   webhooks_version: Generated<number>;
+  /** Bumped by every queuing of work, under the account's lock (PostgreSQL: quota.markingAccountForWork). */
+  work_version: Generated<number>;
 }
 
 interface ApiKeysTable {

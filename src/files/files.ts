@@ -76,6 +76,17 @@ export function filesOfAccount(
   return database.jsonArrayFrom(query) as RawBuilder<FileRecord[]>;
 }
 
+/**
+ * PostgreSQL, for a statement that queues work alone (after a read without a lock): every one of
+ * `fileIds` is still the account's and live. The rows are share-locked, and so read as they are
+ * now, not as the statement's snapshot had them: a deletion committed since is seen.
+ */
+export function filesStillLive(accountId: string, fileIds: readonly string[], now: number): RawBuilder<SqlBool> {
+  const distinct = [...new Set(fileIds)];
+  return sql<SqlBool>`(SELECT count(*) FROM (SELECT 1 FROM files AS f WHERE f.id IN (${sql.join(distinct)}) AND f.account_id = ${accountId}
+    AND f.deleted_at IS NULL AND f.expires_at > ${now} FOR SHARE) AS live) = ${distinct.length}`;
+}
+
 /** getLiveFile's answer for a file read already (undefined: none of the caller's has the id). */
 export function liveFile(file: FileRecord | undefined, now: number): FileRecord {
   if (!file) throw notFound('File');

@@ -2,7 +2,7 @@
 import type { Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
 import { jsonRows, type Database, type Tx } from '../db/database.js';
-import { ACTIVE_STATUSES, isFinished, type SqliteViews, type TaskLane, type TasksTable } from '../db/schema.js';
+import { ACTIVE_STATUSES, isFinished, type DB, type SqliteViews, type TaskLane, type TasksTable } from '../db/schema.js';
 import { AppError, TaskError, notFound } from '../errors.js';
 import { isAnimation } from '../imaging/formats.js';
 import { checkOutputSize, checkSource, outputFrames } from '../imaging/limits.js';
@@ -16,11 +16,13 @@ import {
   checkStorage,
   lockAccount,
   lockAccountForWork,
+  markingAccountForWork,
   monthlyQuotaExceeded,
   periods,
+  stillFits,
 } from '../accounts/quota.js';
-import { sql } from 'kysely';
-import { filesOfAccount, liveFile, type FileRecord } from '../files/files.js';
+import { sql, type QueryCreator, type SqlBool } from 'kysely';
+import { filesOfAccount, filesStillLive, liveFile, type FileRecord } from '../files/files.js';
 import { olderThan, pageOf } from '../db/pagination.js';
 import type { AnyOperation } from '../operations/types.js';
 import { acceptsFormat } from '../files/kinds.js';
@@ -49,26 +51,20 @@ export interface Submission {
   /** The workers' wake-up, carried by the statement that inserts the tasks (`QueueEvents.carried`). */
   wake?: CarriedMessage;
   /**
-   * `tx` is the database's handle, not a transaction (`submitsAlone`): submitTask writes in one
-   * statement, or opens a transaction itself.
+   * `tx` is the database's handle, not a transaction (submitTask only): a charged task is read
+   * for, then written in one statement that checks again what was read (SQLite: the view
+   * queued_tasks, migration 0014; PostgreSQL: insertChargedTask alone), or submitTask opens a
+   * transaction itself.
    */
   alone?: boolean;
 }
 
 /**
- * Whether submitTask may be handed the database's handle instead of a transaction
- * (`Submission.alone`): SQLite's queued_tasks view queues a charged task in one statement
- * (migration 0014). PostgreSQL's one statement would count the queued tasks as of its start,
- * before it waited for the account's lock (lockAccountForWork), and needs the transaction.
- */
-export const submitsAlone = (database: Database): boolean => !database.writingCtes;
-
-/**
  * The work's inputs and the files its options name (a watermark's logo), read with the
  * statement that locks the account (lockAccountForWork), by id.
  */
-async function lockAccountWithInputs(database: Database, tx: Tx, accountId: string, fileIds: readonly string[]) {
-  const work = await lockAccountForWork(database, tx, accountId, (eb) => filesOfAccount(database, eb, accountId, fileIds));
+async function lockAccountWithInputs(database: Database, tx: Tx, accountId: string, fileIds: readonly string[], unlocked = false) {
+  const work = await lockAccountForWork(database, tx, accountId, (eb) => filesOfAccount(database, eb, accountId, fileIds), { unlocked });
   return { work, found: new Map(jsonRows(work.also).map((file) => [file.id, file])) };
 }
 
@@ -203,15 +199,40 @@ async function insertTasks(database: Database, tx: Tx, rows: { task: TaskRow; fi
  * with its inputs in one statement, the rows written only when the charge fit (else
  * MONTHLY_QUOTA_EXCEEDED, and the caller's transaction undoes the day's count). Rows go in as
  * JSON typed by the tables' own row types (json_populate_recordset).
+ *
+ * `alone` (no transaction; what the caller read was read without the lock): the same statement
+ * first takes the account's lock (quota.markingAccountForWork) and writes only while what was
+ * read still holds (quota.stillFits, files.filesStillLive); answers false, having written
+ * nothing but the lock's mark, when it does not or the charge does not fit.
  */
-async function insertChargedTask(tx: Tx, submitter: Submitter, row: { task: TaskRow; fileIds: string[] }, now: number, wake?: CarriedMessage) {
+async function insertChargedTask(
+  tx: Tx,
+  submitter: Submitter,
+  row: { task: TaskRow; fileIds: string[] },
+  now: number,
+  wake?: CarriedMessage,
+  alone = false,
+): Promise<boolean> {
   const { accountId, limits } = submitter;
-  const charging = chargingTasks(tx, accountId, limits, 1, now);
-  if (!charging) throw await monthlyQuotaExceeded(tx, accountId, limits, 1, now);
+  const fitting = alone
+    ? sql<SqlBool>`EXISTS (SELECT 1 FROM marked WHERE ${stillFits('marked', accountId, limits, 1)} AND ${filesStillLive(accountId, row.fileIds, now)})`
+    : undefined;
+  const charging = chargingTasks(tx, accountId, limits, 1, now, fitting);
+  if (!charging) {
+    if (alone) return false;
+    throw await monthlyQuotaExceeded(tx, accountId, limits, 1, now);
+  }
   const fits = sql<boolean>`(SELECT count(*) FROM charged) = 2`;
   const inputs = row.fileIds.map((fileId, position) => ({ task_id: row.task.id, file_id: fileId, position }));
   const columns = Object.keys(row.task) as (keyof TaskRow)[];
-  const inserted = await tx
+  // The account's lock first (the lock order of quota.ts), read by the charge's condition.
+  const marked: QueryCreator<DB> = alone
+    ? (tx.with(
+        (cte) => cte('marked').materialized(),
+        (qb) => markingAccountForWork(qb, accountId),
+      ) as unknown as QueryCreator<DB>)
+    : tx;
+  const inserted = await marked
     .with('charged', () => charging)
     .with('inputs', (qb) =>
       qb
@@ -229,7 +250,9 @@ async function insertChargedTask(tx: Tx, submitter: Submitter, row: { task: Task
     .returning('id')
     .$if(wake !== undefined, (qb) => qb.returning(wake!.as('woke')))
     .execute();
-  if (!inserted.length) throw await monthlyQuotaExceeded(tx, accountId, limits, 1, now);
+  if (inserted.length) return true;
+  if (alone) return false;
+  throw await monthlyQuotaExceeded(tx, accountId, limits, 1, now);
 }
 
 /**
@@ -267,16 +290,17 @@ const QUEUEING_REFUSED = 'queueing refused';
 /**
  * Queues one task; the quota is charged in the same transaction. The account is locked first
  * (the lock order in quota.ts): a file deleted or expiring meanwhile cannot become its input,
- * and the storage and quota checks stay true until the task is committed. Alone (SQLite, no
- * transaction), what it reads is read again by the statement that writes (`insertQueuedTask`);
- * when that refuses, or the task fails at once (its webhook events), it runs in a transaction.
+ * and the storage and quota checks stay true until the task is committed. Alone (no
+ * transaction), what it reads without the lock is checked again by the statement that writes
+ * (SQLite `insertQueuedTask`, PostgreSQL `insertChargedTask`); when that refuses, or the task
+ * fails at once (its webhook events), it runs in a transaction.
  */
 export async function submitTask(submission: Submission, body: Record<string, unknown>): Promise<SubmittedTask> {
   const { database, tx, clock, op, submitter, wake, alone } = submission;
   const now = clock.now();
   const { fileId, fileIds, ...options } = body as { fileId?: string; fileIds?: string[] } & Record<string, unknown>;
   const ids = op.multiInput ? multipleInputs(fileId, fileIds) : [fileId!];
-  const { work, found } = await lockAccountWithInputs(database, tx, submitter.accountId, [...ids, ...(op.extraInputs?.(options) ?? [])]);
+  const { work, found } = await lockAccountWithInputs(database, tx, submitter.accountId, [...ids, ...(op.extraInputs?.(options) ?? [])], alone);
   const files = resolveInputs(op, submitter, ids, options, now, found);
   // Several inputs, one task: the first input past a limit fails it.
   const failure = files.reduce<TaskError | undefined>((found, file) => found ?? failsAtOnce(op, options, file, submitter.limits), undefined);
@@ -287,8 +311,12 @@ export async function submitTask(submission: Submission, body: Record<string, un
   checkQueuedTasks(work, submitter.limits, charged);
   const row = { task, fileIds: [...ids, ...(op.extraInputs?.(options) ?? [])] };
   if (alone) {
-    if (!(charged && (await insertQueuedTask(database, submitter, row, now))))
-      return database.transaction((tx) => submitTask({ ...submission, tx, alone: false }, body));
+    const queued = charged
+      ? database.writingCtes
+        ? await insertChargedTask(tx, submitter, row, now, wake, true)
+        : await insertQueuedTask(database, submitter, row, now)
+      : false;
+    if (!queued) return database.transaction((tx) => submitTask({ ...submission, tx, alone: false }, body));
   } else if (charged && database.writingCtes) await insertChargedTask(tx, submitter, row, now, wake);
   else {
     if (charged) await chargeTasks(tx, submitter.accountId, submitter.limits, charged, now);

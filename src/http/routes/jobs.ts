@@ -6,7 +6,7 @@ import { canonicalFormat } from '../../imaging/formats.js';
 import { OPERATIONS } from '../../operations/registry.js';
 import { resultNote } from '../../operations/reference.js';
 import type { AnyOperation } from '../../operations/types.js';
-import { laneOfRequest, submitBatch, submitsAlone, submitTask } from '../../tasks/tasks.js';
+import { laneOfRequest, submitBatch, submitTask } from '../../tasks/tasks.js';
 import { queuedMessage } from '../../queue/events.js';
 import { withIdempotency } from '../../db/idempotency.js';
 import { fingerprint, readIdempotencyKey } from '../idempotency.js';
@@ -52,7 +52,8 @@ export function jobRoutes(app: FastifyInstance, services: Services): void {
           key: readIdempotencyKey(request.headers['idempotency-key']),
           fingerprint: fingerprint(route, request.body),
           now: clock.now(),
-          alone: submit === submitTask && submitsAlone(database),
+          // A single task: one read, one write (submitTask); a batch takes a transaction.
+          alone: submit === submitTask,
         },
         async (tx, alone) => ({
           statusCode: 202,

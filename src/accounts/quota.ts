@@ -4,7 +4,8 @@
 // THE LOCK ORDER. Every transaction that changes an account's work or storage takes its row
 // locks in this order, skipping what it does not need but never going back up:
 //
-//   1. the account row (`lockAccount`, or the UPDATE of its storage_used when that is the
+//   1. the account row (`lockAccount`; queuing's `lockAccountForWork`, an UPDATE of its
+//      work_version on PostgreSQL; or the UPDATE of its storage_used when that is the
 //      transaction's first write: upload, presign);
 //   2. upload rows (confirm, expiry of an unconfirmed upload);
 //   3. task rows (completion, failure, cancel; several at once in one statement);

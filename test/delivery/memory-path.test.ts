@@ -69,13 +69,28 @@ for (const dialect of DIALECTS) {
     });
     after(() => server?.close());
 
-    /** Asks both paths and returns the memory path's answer, after checking it answered. */
+    /** Requests bothPaths has sent (for the metrics' count). */
+    let sent = 0;
+
+    /**
+     * Asks both paths and returns the memory path's answer, after checking it answered. Memory
+     * answers only while the signing key was read within KEY_CACHE_MS: on a machine stalled past
+     * that since the last request, the route answers (and reads the key again), so it is asked
+     * again, a few times at most.
+     */
     async function bothPaths(url: string, headers: Record<string, string> = {}, method = 'GET') {
+      let fast: Answer | undefined;
+      for (let attempt = 0; attempt < 5 && !fast; attempt++) {
+        const before = memoryHits.count;
+        const answer = await overHttp(url, headers, method);
+        sent++;
+        if (memoryHits.count === before + 1) fast = answer;
+      }
+      assert.ok(fast, `the memory path answered ${method} ${url}`);
       const before = memoryHits.count;
-      const fast = await overHttp(url, headers, method);
-      assert.equal(memoryHits.count, before + 1, `the memory path answered ${method} ${url}`);
       const slow = await throughFastify(server.app, url, headers, method);
-      assert.equal(memoryHits.count, before + 1, 'inject went through Fastify');
+      sent++;
+      assert.equal(memoryHits.count, before, 'inject went through Fastify');
       assert.deepEqual(comparable(fast), comparable(slow));
       assert.match(fast.headers['x-request-id']!, /^req_/);
       assert.notEqual(fast.headers['x-request-id'], slow.headers['x-request-id']);
@@ -169,11 +184,12 @@ for (const dialect of DIALECTS) {
         return { hits, requests };
       };
       const first = await metricsOf();
+      const sentBefore = sent;
       await bothPaths(url);
       const second = await metricsOf();
-      // One hit from memory, one through the route.
-      assert.equal(second.hits, first.hits + 2);
-      assert.equal(second.requests, first.requests + 2);
+      // Each hit, from memory or through the route, counted once (two unless the machine stalled).
+      assert.equal(second.hits, first.hits + (sent - sentBefore));
+      assert.equal(second.requests, first.requests + (sent - sentBefore));
     });
   });
 }
@@ -195,7 +211,8 @@ describe('delivery hits from memory: the access-log line', () => {
       await fetchDelivery(url);
       await server.services.delivery.stored();
       const hits = countMemoryHits(server.services.delivery);
-      await fetchDelivery(url);
+      // Until memory answers (the route does, and reads the key again, after a stall past KEY_CACHE_MS).
+      for (let attempt = 0; attempt < 5 && hits.count === 0; attempt++) await fetchDelivery(url);
       assert.equal(hits.count, 1);
       const { pathname, host } = new URL(url);
       await server.app.inject({ method: 'GET', url: pathname, headers: { host }, remoteAddress: '127.0.0.1' });

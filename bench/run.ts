@@ -16,7 +16,8 @@
 //   BENCH_SERVICE_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof'   Node options for the service
 //   BENCH_WORKLOADS=jpeg720, BENCH_IN_FLIGHT=12   resize: one workload / in-flight level (profiling)
 //   BENCH_DELIVERY_JOBS=24, BENCH_DELIVERY_IN_FLIGHT=4, BENCH_DELIVERY_FORMATS=jpeg,webp,avif,png,
-//   BENCH_DELIVERY_PARTS=misses,hits, BENCH_HIT_SECONDS=10, BENCH_HIT_CONNECTIONS=50   delivery
+//   BENCH_DELIVERY_PARTS=misses,hits, BENCH_HIT_SECONDS=10, BENCH_HIT_CONNECTIONS=50,
+//   BENCH_DELIVERY_RUNNABLE=1   delivery
 //
 // Add a scenario: write a module under bench/scenarios/ exporting a `Scenario` and list it below.
 import fs from 'node:fs';

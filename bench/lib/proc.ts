@@ -138,11 +138,32 @@ export class ForeignLoad {
 
   /** `measuredCpuSeconds`: what the measured processes used meanwhile. Returns busy CPUs elsewhere. */
   stop(measuredCpuSeconds: number): number {
+    return this.shares(measuredCpuSeconds).foreign;
+  }
+
+  /**
+   * Where the CPUs went meanwhile, each in CPUs (CPU seconds per second of wall time): the whole
+   * machine, the measured processes, this bench (an HTTP side's client), and other work (the rest).
+   */
+  shares(measuredCpuSeconds: number): CpuShares {
     const self = process.cpuUsage(this.self0);
     const wall = (performance.now() - this.started) / 1000;
-    const foreign = machineBusySeconds() - this.busy0 - measuredCpuSeconds - (self.user + self.system) / 1e6;
-    return Math.max(0, foreign / wall);
+    const machine = machineBusySeconds() - this.busy0;
+    const bench = (self.user + self.system) / 1e6;
+    return {
+      machine: machine / wall,
+      measured: measuredCpuSeconds / wall,
+      bench: bench / wall,
+      foreign: Math.max(0, (machine - measuredCpuSeconds - bench) / wall),
+    };
   }
+}
+
+export interface CpuShares {
+  machine: number;
+  measured: number;
+  bench: number;
+  foreign: number;
 }
 
 /**
@@ -185,4 +206,55 @@ export function threadCpuDelta(before: Map<string, number>, after: Map<string, n
     if (d > 0) delta[name] = d;
   }
   return delta;
+}
+
+/**
+ * Samples how many threads of a process are runnable (state R: running, or ready and waiting
+ * for a CPU) every `intervalMs`: whether it offers the machine enough work to keep every CPU
+ * busy, whatever else runs there. A side whose threads wait (on its event loop, on I/O, for a
+ * slot) while CPUs could run them shows as samples with fewer runnable threads than CPUs.
+ */
+export class RunnableSampler {
+  private readonly counts: number[] = [];
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly pid: number,
+    private readonly intervalMs = 5,
+  ) {}
+
+  start(): this {
+    this.timer = setInterval(() => this.sample(), this.intervalMs);
+    return this;
+  }
+
+  /** Stops; the mean of runnable threads and the share of samples with at least `cpus` of them. */
+  stop(cpus: number): { mean: number; saturating: number; samples: number } {
+    clearInterval(this.timer);
+    const n = this.counts.length;
+    return {
+      mean: n ? this.counts.reduce((a, b) => a + b, 0) / n : NaN,
+      saturating: n ? this.counts.filter((c) => c >= cpus).length / n : NaN,
+      samples: n,
+    };
+  }
+
+  private sample(): void {
+    let runnable = 0;
+    let tids: string[];
+    try {
+      tids = fs.readdirSync(`/proc/${this.pid}/task`);
+    } catch {
+      return;
+    }
+    for (const tid of tids) {
+      try {
+        const text = fs.readFileSync(`/proc/${this.pid}/task/${tid}/stat`, 'utf8');
+        if (text[text.lastIndexOf(')') + 2] === 'R') runnable++;
+      } catch {
+        // the thread ended meanwhile
+      }
+    }
+    this.counts.push(runnable);
+  }
 }

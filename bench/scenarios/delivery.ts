@@ -15,20 +15,36 @@
 //
 // Cached hits: one render of about 20 KB asked again and again by wrk (one thread, 50
 // connections, BENCH_HIT_SECONDS): req/s (target ≥ 10,000) and p99 (≤ 10 ms), and the service's
-// CPU per hit. Miss and hit latencies from the bench's own client (fetch) beside.
+// CPU per hit. Miss and hit latencies from the bench's own client (node:http) beside.
 //
 // Environment: BENCH_DELIVERY_JOBS=24 (renders per format, round and side), BENCH_ROUNDS=3,
 // BENCH_DELIVERY_IN_FLIGHT=4, BENCH_DELIVERY_FORMATS=jpeg,webp,avif,png, BENCH_HIT_SECONDS=10,
 // BENCH_HIT_CONNECTIONS=50, BENCH_CORPUS; a profile: BENCH_SERVICE_NODE_ARGS='--cpu-prof …' with
-// BENCH_DELIVERY_PARTS=misses (or hits: one render per format, then the hits) for one part alone.
+// BENCH_DELIVERY_PARTS=misses (or hits: one render per format, then the hits) for one part alone;
+// BENCH_DELIVERY_RUNNABLE=1 samples each side's runnable threads (RunnableSampler).
+//
+// Where the CPUs go during each side's runs is printed (machine = the side + the bench + other
+// work): a side that leaves CPUs idle on a quiet machine (machine < 2 with other ≈ 0) is held
+// back by its own waits, not by its CPU per render.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { ApiClient, ApiError, prepareMultipart } from '../lib/client.js';
 import { envInt, median, percentile, runPool, sleep } from '../lib/pool.js';
-import { cpuByThreadName, cpuSecondsOf, ForeignLoad, loadAverage, MiB, threadCpuDelta, threadCpuSecondsOf } from '../lib/proc.js';
+import {
+  cpuByThreadName,
+  cpuSecondsOf,
+  ForeignLoad,
+  type CpuShares,
+  loadAverage,
+  MiB,
+  RunnableSampler,
+  threadCpuDelta,
+  threadCpuSecondsOf,
+} from '../lib/proc.js';
 import { distIsStale, startService } from '../lib/service.js';
 import { parseWrk, requireWrk, runWrk } from '../lib/wrk.js';
 import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
@@ -69,13 +85,20 @@ interface RoundResult {
   cpuSeconds: number | null;
   /** Service only: its main thread (tid = pid), where JavaScript runs. */
   mainThreadCpuSeconds?: number | null;
-  /** HTTP sides: CPU seconds by thread name (bench/lib/proc.ts cpuByThreadName). */
+  /** CPU seconds by thread name (bench/lib/proc.ts cpuByThreadName). */
   threads?: Record<string, number>;
   latenciesMs: number[];
   bytes: number[];
   errors: string[];
   foreignCpus: number;
+  /** CPUs busy meanwhile: the machine, this side's process, the bench (the HTTP sides' client), other work. */
+  cpus: CpuShares;
+  /** With BENCH_DELIVERY_RUNNABLE=1: the side's runnable threads, sampled (RunnableSampler). */
+  runnable?: { mean: number; saturating: number };
 }
+
+/** BENCH_DELIVERY_RUNNABLE=1 samples each side's runnable threads every 5 ms (a diagnosis: it costs the bench's CPU). */
+const sampleRunnable = (pid: number) => (process.env.BENCH_DELIVERY_RUNNABLE === '1' ? new RunnableSampler(pid).start() : undefined);
 
 interface Side {
   name: SideName;
@@ -147,12 +170,19 @@ async function startBare(ctx: BenchContext, inputs: Inputs, threads: number): Pr
     async run(format, first, count, inFlight) {
       const foreign = new ForeignLoad();
       const cpu0 = cpuSecondsOf(worker.pid);
+      const threads0 = cpuByThreadName(worker.pid);
+      const sampler = sampleRunnable(worker.pid);
       worker.child.stdin!.write(`run ${format.key} ${inFlight} ${first} ${count}\n`);
       const done = await worker.next();
+      const runnable = sampler?.stop(os.availableParallelism());
       const cpu1 = cpuSecondsOf(worker.pid);
+      const threads = threadCpuDelta(threads0, cpuByThreadName(worker.pid));
       const cpuSeconds = cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : null;
+      const cpus = foreign.shares(cpuSeconds ?? 0);
       const widths = done.widths as number[];
       return {
+        threads,
+        runnable,
         wallMs: done.wallMs,
         renders: count,
         throughput: count / (done.wallMs / 1000),
@@ -160,66 +190,94 @@ async function startBare(ctx: BenchContext, inputs: Inputs, threads: number): Pr
         latenciesMs: done.latencies,
         bytes: done.sizes,
         errors: widths.some((w) => w !== BOX) ? [`output width ${widths.join(',')} ≠ ${BOX}`] : [],
-        foreignCpus: foreign.stop(cpuSeconds ?? 0),
+        foreignCpus: cpus.foreign,
+        cpus,
       };
     },
   };
 }
 
-/** A side reached over HTTP: the service or ipx, driven by the same client. */
+/**
+ * A side reached over HTTP: the service or ipx, driven by the same client. The client is plain
+ * node:http with one keep-alive agent per side (`inFlight` sockets), and it only collects the
+ * answers while the batch is timed: the answers' images are opened (sharp metadata: the width
+ * check) after it. It shares the CPUs with the side it drives, and bare sharp has no client at
+ * all, so every ms it spends is taken from the service and ipx alike. On a quiet machine, fetch
+ * with a `sharp(body).metadata()` between answers kept 0.20 of the 2 CPUs busy during a JPEG run
+ * (3.4 ms per request) and 0.31 during a PNG run (8.5 ms); this client 0.05 (0.7 ms) for JPEG.
+ * A PNG answer (468 KB) still costs it about 6 ms (0.26 CPUs at 40/s): not yet understood.
+ */
 function httpSide(name: SideName, pid: number, urlOf: (format: Format, index: number) => string, expectCache?: 'hit' | 'miss'): Side {
+  const agent = new http.Agent({ keepAlive: true });
   return {
     name,
     pid,
     async run(format, first, count, inFlight) {
+      agent.maxSockets = inFlight;
       const foreign = new ForeignLoad();
       const cpu0 = cpuSecondsOf(pid);
       const main0 = threadCpuSecondsOf(pid, pid);
       const threads0 = cpuByThreadName(pid);
       const errors: string[] = [];
       const latenciesMs: number[] = [];
-      const bytes: number[] = [];
+      const bodies: Buffer[] = [];
+      const sampler = sampleRunnable(pid);
       const { wallMs } = await runPool(count, inFlight, async (i) => {
         try {
           const t0 = performance.now();
-          const { body, headers } = await get(urlOf(format, first + i), format.mime);
+          const { body, cache } = await get(urlOf(format, first + i), format.mime, agent);
           latenciesMs.push(performance.now() - t0);
-          bytes.push(body.length);
-          const cache = headers.get('imgapi-cache');
+          bodies.push(body);
           if (expectCache && cache !== expectCache) errors.push(`Imgapi-Cache: ${cache} (expected ${expectCache})`);
-          const { width } = await sharp(body).metadata();
-          if (width !== BOX) errors.push(`output width ${width} ≠ ${BOX}`);
         } catch (err) {
           errors.push((err as Error).message);
         }
       });
+      const runnable = sampler?.stop(os.availableParallelism());
       const cpu1 = cpuSecondsOf(pid);
       const main1 = threadCpuSecondsOf(pid, pid);
       const threads = threadCpuDelta(threads0, cpuByThreadName(pid));
       const cpuSeconds = cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : null;
+      const cpus = foreign.shares(cpuSeconds ?? 0);
+      for (const body of bodies) {
+        const { width } = await sharp(body).metadata();
+        if (width !== BOX) errors.push(`output width ${width} ≠ ${BOX}`);
+      }
       return {
         threads,
+        runnable,
         wallMs,
         renders: count,
         throughput: latenciesMs.length / (wallMs / 1000),
         cpuSeconds,
         mainThreadCpuSeconds: name === 'service' && main0 !== undefined && main1 !== undefined ? main1 - main0 : undefined,
         latenciesMs,
-        bytes,
+        bytes: bodies.map((b) => b.length),
         errors,
-        foreignCpus: foreign.stop(cpuSeconds ?? 0),
+        foreignCpus: cpus.foreign,
+        cpus,
       };
     },
   };
 }
 
-async function get(url: string, mime: string): Promise<{ body: Buffer; headers: Headers }> {
-  const response = await fetch(url);
-  const body = Buffer.from(await response.arrayBuffer());
-  if (response.status !== 200) throw new Error(`${response.status}: ${body.toString('utf8', 0, 300)}`);
-  const type = response.headers.get('content-type');
-  if (type !== mime) throw new Error(`content-type ${type} ≠ ${mime}`);
-  return { body, headers: response.headers };
+/** One GET: its body (a 200 of type `mime`, else thrown) and its Imgapi-Cache header. */
+function get(url: string, mime: string, agent?: http.Agent): Promise<{ body: Buffer; cache: string | undefined }> {
+  return new Promise((resolve, reject) => {
+    const request = http.get(url, { agent }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('error', reject);
+      response.on('end', () => {
+        const body = Buffer.concat(chunks);
+        const type = response.headers['content-type'];
+        if (response.statusCode !== 200) reject(new Error(`${response.statusCode}: ${body.toString('utf8', 0, 300)}`));
+        else if (type !== mime) reject(new Error(`content-type ${type} ≠ ${mime}`));
+        else resolve({ body, cache: response.headers['imgapi-cache'] as string | undefined });
+      });
+    });
+    request.on('error', reject);
+  });
 }
 
 const transformOf = (format: Format) => `w:${BOX},h:${BOX},f:${format.key}${format.quality ? `,q:${format.quality}` : ''}`;
@@ -268,7 +326,7 @@ async function measureHits(ctx: BenchContext, hit: HitTarget): Promise<{ rows: R
   const { pid, url, format, connections, seconds, inFlight } = hit;
   const report: string[] = [];
   const check = await get(url, format.mime);
-  if (check.headers.get('imgapi-cache') !== 'hit') report.push(`WARNING: the hit URL answered Imgapi-Cache: ${check.headers.get('imgapi-cache')}`);
+  if (check.cache !== 'hit') report.push(`WARNING: the hit URL answered Imgapi-Cache: ${check.cache}`);
   const bodyFile = path.join(ctx.tmpDir, 'hit-render');
   fs.writeFileSync(bodyFile, check.body);
   const staticServer = await startWorkerProcess(ctx, 'static-server.mjs', [bodyFile, format.mime]);
@@ -493,6 +551,22 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
     }
   }
   report.push('');
+  report.push(
+    `CPUs busy during each side's runs (medians of ${os.availableParallelism()}): machine = the side's process + the bench (its HTTP client) + other work`,
+  );
+  for (const format of formats) {
+    const m = measured.get(format.key)!;
+    for (const name of SIDES) {
+      const share = (pick: (c: CpuShares) => number) => fmt(median(m[name].map((r) => pick(r.cpus))));
+      const runnable = m[name].every((r) => r.runnable)
+        ? `; runnable threads: mean ${fmt(median(m[name].map((r) => r.runnable!.mean)))}, ≥ ${os.availableParallelism()} in ${fmt(100 * median(m[name].map((r) => r.runnable!.saturating)), 0)} % of samples`
+        : '';
+      report.push(
+        `  ${label(format).padEnd(9)} ${name.padEnd(7)} machine ${share((c) => c.machine)} = ${name} ${share((c) => c.measured)} + bench ${share((c) => c.bench)} + other ${share((c) => c.foreign)}${runnable}`,
+      );
+    }
+  }
+  report.push('');
   report.push('per render (medians): CPU ms (service: main thread) · latency p50 / p99 ms · bytes');
   for (const format of formats) {
     const m = measured.get(format.key)!;
@@ -583,7 +657,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   report.push('CPU per render by thread (ms, all rounds; libvips works on libuv-worker threads and its own pool)');
   for (const format of formats) {
     const m = measured.get(format.key)!;
-    for (const side of ['service', 'ipx'] as const) {
+    for (const side of SIDES) {
       const renders = m[side].reduce((n, r) => n + r.renders, 0);
       const sums: Record<string, number> = {};
       for (const r of m[side]) for (const [name, seconds] of Object.entries(r.threads ?? {})) sums[name] = (sums[name] ?? 0) + seconds;

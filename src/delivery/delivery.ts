@@ -1,5 +1,5 @@
-// The /r/ route's core: signature → source → cache lookup → (miss) single-flight → header →
-// quota → slot → render → answer, and the store after it. The route (src/http/routes/delivery.ts) only
+// The /r/ route's core: signature → source → cache lookup → (miss) single-flight → quota →
+// slot → render → answer, and the store after it. The route (src/http/routes/delivery.ts) only
 // reads the path and writes the answer.
 //
 // - The signature is checked before anything but the key lookup (cached: signing-keys.ts).
@@ -36,7 +36,6 @@ import type { Database } from '../db/database.js';
 import { AppError, TaskError } from '../errors.js';
 import { fileIsLive, getLiveFile } from '../files/files.js';
 import { IMAGE_FORMATS, isPopplerDocument, type OutputFormat } from '../imaging/formats.js';
-import type { SourceInfo } from '../imaging/source.js';
 import { sha256Hex } from '../ids.js';
 import type { Metrics } from '../metrics.js';
 import type { QueueEvents } from '../queue/events.js';
@@ -46,7 +45,7 @@ import { RenderSlots } from './admission.js';
 import { checkOriginPath, originObject } from './origin-fetch.js';
 import { findOrigin, originExists } from './origins.js';
 import { findPreset } from './presets.js';
-import { headerReadAlone, inspectRender, mediaTypeOf, render } from './render.js';
+import { mediaTypeOf, render } from './render.js';
 import { RenderCache, renderEntry, type CachedRender } from './render-cache.js';
 import { deleteSigningKey, findSigningKey, forgetSigningKeys, knownSigningKey, signatureMatches } from './signing-keys.js';
 import { invalidPair, MAX_RENDER_SIDE, normalise, parsePairs, presetOf, resolveTransform, type Transform } from './transform.js';
@@ -346,19 +345,9 @@ export class Delivery {
     };
   }
 
-  /**
-   * One render of a missing key: its header checked, charged, admitted, rendered within the time
-   * limit (not stored: renderAndStore). The header of a source on this machine's disk is read
-   * before the charge and the slot (header): a slot is held only while libvips works, not while
-   * the file's head and header are read (three file operations and a libvips header read, each a
-   * trip through libuv's pool and back to the event loop, which wait their turn on CPUs the
-   * other slots' renders keep busy: 5.6 ms of a 2 MP JPEG or PNG render's 41 ms in its slot, 4
-   * in flight on 2 CPUs); and a source the plan or the side cap refuses is refused without a
-   * slot or a charge.
-   */
+  /** One render of a missing key: charged, admitted, rendered within the time limit (not stored: renderAndStore). */
   private async renderOnce({ accountId, limits, cacheKey, source, transform, format }: Miss): Promise<Made> {
     const { database, clock, config, metrics } = this.services;
-    const header = await this.header(source, transform, limits).catch((err: unknown) => Promise.reject(asRenderError(err, config.renderTimeoutMs)));
     const chargedAt = clock.now();
     await chargeRender(database, accountId, limits, chargedAt);
     try {
@@ -366,7 +355,7 @@ export class Delivery {
       const started = performance.now();
       // The slot is held until the work has really stopped, even when the answer went at the deadline.
       const made = await this.withTimeLimit(
-        (signal, deadline) => this.renderSource(source, transform, format, limits, signal, deadline, header),
+        (signal, deadline) => this.renderSource(source, transform, format, limits, signal, deadline),
         () => this.slots.release(),
       );
       metrics.renderDuration.observe((performance.now() - started) / 1000);
@@ -404,35 +393,16 @@ export class Delivery {
   }
 
   /**
-   * The header of a source on this machine's disk whose header is read alone (render.ts
-   * headerReadAlone), checked against the plan and the side cap; undefined for the others (a
-   * copy from S3, a PDF page, a format decoded here or rewritten first), which are read in their slot.
-   */
-  private async header(source: Source, transform: Transform, limits: PlanLimits): Promise<SourceInfo | undefined> {
-    const localPath = this.services.storage.localPath?.(source.storageKey);
-    if (!localPath || isPopplerDocument(source.format) || !headerReadAlone(source.format)) return undefined;
-    return inspectRender(localPath, source.format, transform, limits);
-  }
-
-  /**
    * The source on this machine's disk (local storage: where it is; S3: a copy in a temporary
    * directory), rendered. A local source needs no directory: the delivery's steps (rotate,
-   * flip, resize, effects) write no files. `header`: the local source's, read before the slot.
+   * flip, resize, effects) write no files.
    */
-  private async renderSource(
-    source: Source,
-    transform: Transform,
-    format: RenderFormat,
-    limits: PlanLimits,
-    signal: AbortSignal,
-    deadline: number,
-    header: SourceInfo | undefined,
-  ) {
+  private async renderSource(source: Source, transform: Transform, format: RenderFormat, limits: PlanLimits, signal: AbortSignal, deadline: number) {
     const { storage } = this.services;
     const localPath = storage.localPath?.(source.storageKey);
     const job = { inputFormat: source.format, transform, format, limits, deadline, signal };
     const pdf = isPopplerDocument(source.format);
-    if (localPath && !pdf) return render({ ...job, inputPath: localPath, tmpDir: os.tmpdir(), source: header });
+    if (localPath && !pdf) return render({ ...job, inputPath: localPath, tmpDir: os.tmpdir() });
     const tmpDir = await fs.promises.mkdtemp(path.join(os.tmpdir(), ownedTempPrefix('imgapi-render-')));
     try {
       let inputPath = localPath;

@@ -5,10 +5,10 @@
 // Rotation and flips come first, so `w` and `h` are the output's.
 import { TaskError } from '../errors.js';
 import type { PlanLimits } from '../accounts/plans.js';
-import { FORMATS, hasOutsideReferences, libvipsReadsHeader, type OutputFormat } from '../imaging/formats.js';
+import { FORMATS, type OutputFormat } from '../imaging/formats.js';
 import type { EncodedImage } from '../imaging/encode.js';
 import { runImageJob, type JobStep } from '../imaging/pipeline.js';
-import { inspect, type SourceInfo } from '../imaging/source.js';
+import { inspect } from '../imaging/source.js';
 import { resizedSize, type Size } from '../imaging/geometry.js';
 import { jobStep, type StepCall } from '../operations/common.js';
 import { flip } from '../operations/flip.js';
@@ -48,8 +48,6 @@ export interface RenderJob {
   deadline: number;
   signal: AbortSignal;
   tmpDir: string;
-  /** The source's header, read and checked already (inspectRender): not read again. */
-  source?: SourceInfo;
 }
 
 /** The jobs' steps for a transform, in order. */
@@ -104,23 +102,11 @@ function plannedSize(transform: Transform, source: Size): Size {
   return size;
 }
 
-/**
- * Whether a source's header is read on its own, a few KB by libvips (inspectRender), so that a
- * render may read it before it is admitted: not a format this service decodes itself (its
- * header reader takes the whole file), nor SVG (rewritten whole first, on the decoding thread).
- */
-export const headerReadAlone = (format: string): boolean => libvipsReadsHeader(format) && !hasOutsideReferences(format);
-
-/** The source's header, checked against the plan's limits and the side cap before any pixel is decoded. */
-export async function inspectRender(inputPath: string, inputFormat: string, transform: Transform, limits: PlanLimits): Promise<SourceInfo> {
-  const source = await inspect(inputPath, inputFormat, limits);
-  plannedSize(transform, source);
-  return source;
-}
-
 export async function render(job: RenderJob): Promise<EncodedImage> {
   const { transform } = job;
-  const source = job.source ?? (await inspectRender(job.inputPath, job.inputFormat, transform, job.limits));
+  // The header, against the plan's limits and the side cap, before any pixel is decoded.
+  const source = await inspect(job.inputPath, job.inputFormat, job.limits);
+  plannedSize(transform, source);
   const format = typeof job.format === 'function' ? job.format(source.hasAlpha) : job.format;
   const env: StepEnv = {
     limits: job.limits,

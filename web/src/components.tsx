@@ -184,42 +184,20 @@ export function StatusBadge({ status }: { status: TaskStatus | string }) {
  * the image is shown from a blob: URL). Files without a preview show their format instead.
  */
 export function Thumb({ fileId, format, box = 160, alt, eager }: { fileId: string; format?: string; box?: number; alt: string; eager?: boolean }) {
-  const [src, setSrc] = useState<string>();
-  const [failed, setFailed] = useState(false);
   const ref = useRef<HTMLDivElement>(null);
+  // Only what scrolls into view is fetched.
+  const [seen, setSeen] = useState(() => !('IntersectionObserver' in window));
+  const visible = seen || eager === true;
   useEffect(() => {
-    const controller = new AbortController();
-    let url: string | undefined;
-    const start = () =>
-      fetchBlob(previewUrl(fileId, box), controller.signal).then(
-        (blob) => {
-          url = URL.createObjectURL(blob);
-          setSrc(url);
-        },
-        () => {
-          if (!controller.signal.aborted) setFailed(true);
-        },
-      );
-    // Only what scrolls into view is fetched.
     const node = ref.current;
-    let observer: IntersectionObserver | undefined;
-    if (node && !eager && 'IntersectionObserver' in window) {
-      observer = new IntersectionObserver((entries) => {
-        if (entries.some((e) => e.isIntersecting)) {
-          observer?.disconnect();
-          void start();
-        }
-      });
-      observer.observe(node);
-    } else {
-      void start();
-    }
-    return () => {
-      observer?.disconnect();
-      controller.abort();
-      if (url) URL.revokeObjectURL(url);
-    };
-  }, [fileId, box, eager]);
+    if (visible || !node) return;
+    const observer = new IntersectionObserver((entries) => {
+      if (entries.some((e) => e.isIntersecting)) setSeen(true);
+    });
+    observer.observe(node);
+    return () => observer.disconnect();
+  }, [visible]);
+  const { src, failed } = usePreview(visible ? fileId : undefined, box);
   return (
     <div className={box > 160 ? 'thumb thumb-large' : 'thumb'} ref={ref}>
       {src ? <img src={src} alt={alt} /> : <span className="thumb-placeholder">{failed ? (format ?? 'file').toUpperCase() : '…'}</span>}
@@ -284,7 +262,10 @@ export function RegionBox({
   );
 }
 
-/** A preview of a stored file as a blob: URL (through the dashboard's request limiter), and whether it could not be had. */
+/**
+ * A preview of a stored file as a blob: URL (through the dashboard's request limiter), and whether
+ * it could not be had; nothing is fetched while `fileId` is undefined.
+ */
 export function usePreview(fileId: string | undefined, box: number): { src?: string; failed: boolean } {
   const [src, setSrc] = useState<string>();
   const [failed, setFailed] = useState(false);

@@ -239,12 +239,7 @@ export async function lockAccountForWork<T = never>(
   let row: { active: number | null; also: unknown } | undefined;
   if (database.rowLocks && !options.unlocked) {
     // The lock leaves its mark (work_version, see markingAccountForWork).
-    const locked = await tx
-      .updateTable('accounts')
-      .set({ work_version: sql<number>`work_version + 1` })
-      .where('id', '=', accountId)
-      .returning('storage_used')
-      .executeTakeFirst();
+    const locked = await markingAccountForWork(tx, accountId).executeTakeFirst();
     storageUsed = locked?.storage_used;
     row = await tx.selectNoFrom(reads).executeTakeFirst();
   } else {
@@ -316,13 +311,7 @@ async function storageUsed(db: Tx | Database['db'], accountId: string): Promise<
 /** Adds `bytes` to the account's storage when the total stays within `limit`; false when it would not. */
 async function tryChargeStorage(tx: Tx, accountId: string, limit: number, bytes: number): Promise<boolean> {
   if (bytes === 0) return true; // nothing stored: fits even an account over its limit (a smaller plan)
-  const result = await tx
-    .updateTable('accounts')
-    .set({ storage_used: sql`storage_used + ${bytes}` })
-    .where('id', '=', accountId)
-    .where(sql<boolean>`storage_used + ${bytes} <= ${limit}`)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
+  return (await chargingStorage(tx, accountId, limit, bytes).executeTakeFirst()) !== undefined;
 }
 
 /**

@@ -143,13 +143,14 @@ export class ForeignLoad {
 
   /**
    * Where the CPUs went meanwhile, each in CPUs (CPU seconds per second of wall time): the whole
-   * machine, the measured processes, this bench (an HTTP side's client), and other work (the rest).
+   * machine, the measured processes, this bench (with `clientCpuSeconds`: its HTTP client's
+   * process), and other work (the rest).
    */
-  shares(measuredCpuSeconds: number): CpuShares {
+  shares(measuredCpuSeconds: number, clientCpuSeconds = 0): CpuShares {
     const self = process.cpuUsage(this.self0);
     const wall = (performance.now() - this.started) / 1000;
     const machine = machineBusySeconds() - this.busy0;
-    const bench = (self.user + self.system) / 1e6;
+    const bench = (self.user + self.system) / 1e6 + clientCpuSeconds;
     return {
       machine: machine / wall,
       measured: measuredCpuSeconds / wall,

@@ -33,7 +33,7 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { ApiClient, ApiError, prepareMultipart } from '../lib/client.js';
-import { envInt, median, percentile, runPool, sleep } from '../lib/pool.js';
+import { envInt, median, percentile, sleep } from '../lib/pool.js';
 import {
   cpuByThreadName,
   cpuSecondsOf,
@@ -48,7 +48,7 @@ import {
 import { distIsStale, startService } from '../lib/service.js';
 import { parseWrk, requireWrk, runWrk } from '../lib/wrk.js';
 import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
-import { startWorkerProcess } from '../lib/worker-process.js';
+import { startWorkerProcess, type WorkerProcess } from '../lib/worker-process.js';
 
 const BOX = 512;
 const TARGET_VS_BARE = 0.85;
@@ -198,62 +198,55 @@ async function startBare(ctx: BenchContext, inputs: Inputs, threads: number): Pr
 }
 
 /**
- * A side reached over HTTP: the service or ipx, driven by the same client. The client is plain
- * node:http with one keep-alive agent per side (`inFlight` sockets), and it only collects the
- * answers while the batch is timed: the answers' images are opened (sharp metadata: the width
- * check) after it. It shares the CPUs with the side it drives, and bare sharp has no client at
- * all, so every ms it spends is taken from the service and ipx alike. On a quiet machine, fetch
- * with a `sharp(body).metadata()` between answers kept 0.20 of the 2 CPUs busy during a JPEG run
- * (3.4 ms per request) and 0.31 during a PNG run (8.5 ms); this client 0.05 (0.7 ms) for JPEG.
- * A PNG answer (468 KB) still costs it about 6 ms (0.26 CPUs at 40/s): not yet understood.
+ * A side reached over HTTP: the service or ipx, driven by the same client, its own small process
+ * (workers/http-client.mjs: plain node:http with a keep-alive agent of `inFlight` sockets, only
+ * each answer's head kept, the width check after the batch is timed). It shares the CPUs with
+ * the side it drives, and bare sharp has no client at all, so every ms it spends is taken from
+ * the service and ipx alike: it is counted as the bench's share. Run in the bench's own process,
+ * it had cost ~5 ms per PNG answer (major collections of the bench's heap, started by each
+ * answer's external memory); fetch with a `sharp(body).metadata()` between answers, before
+ * that, 3.4 ms per JPEG and 8.5 ms per PNG.
  */
-function httpSide(name: SideName, pid: number, urlOf: (format: Format, index: number) => string, expectCache?: 'hit' | 'miss'): Side {
-  const agent = new http.Agent({ keepAlive: true });
+function httpSide(
+  name: SideName,
+  pid: number,
+  client: WorkerProcess,
+  urlOf: (format: Format, index: number) => string,
+  expectCache?: 'hit' | 'miss',
+): Side {
   return {
     name,
     pid,
     async run(format, first, count, inFlight) {
-      agent.maxSockets = inFlight;
+      const urls = Array.from({ length: count }, (_, i) => urlOf(format, first + i));
       const foreign = new ForeignLoad();
       const cpu0 = cpuSecondsOf(pid);
+      const client0 = cpuSecondsOf(client.pid);
       const main0 = threadCpuSecondsOf(pid, pid);
       const threads0 = cpuByThreadName(pid);
-      const errors: string[] = [];
-      const latenciesMs: number[] = [];
-      const bodies: Buffer[] = [];
       const sampler = sampleRunnable(pid);
-      const { wallMs } = await runPool(count, inFlight, async (i) => {
-        try {
-          const t0 = performance.now();
-          const { body, cache } = await get(urlOf(format, first + i), format.mime, agent);
-          latenciesMs.push(performance.now() - t0);
-          bodies.push(body);
-          if (expectCache && cache !== expectCache) errors.push(`Imgapi-Cache: ${cache} (expected ${expectCache})`);
-        } catch (err) {
-          errors.push((err as Error).message);
-        }
-      });
+      client.child.stdin!.write(`${JSON.stringify({ urls, inFlight, mime: format.mime, expectCache: expectCache ?? null })}\n`);
+      const done = await client.next();
       const runnable = sampler?.stop(os.availableParallelism());
       const cpu1 = cpuSecondsOf(pid);
+      const client1 = cpuSecondsOf(client.pid);
       const main1 = threadCpuSecondsOf(pid, pid);
       const threads = threadCpuDelta(threads0, cpuByThreadName(pid));
       const cpuSeconds = cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : null;
-      const cpus = foreign.shares(cpuSeconds ?? 0);
-      for (const body of bodies) {
-        const { width } = await sharp(body).metadata();
-        if (width !== BOX) errors.push(`output width ${width} ≠ ${BOX}`);
-      }
+      const cpus = foreign.shares(cpuSeconds ?? 0, (client1 ?? 0) - (client0 ?? 0));
+      const widths = done.widths as number[];
+      const latenciesMs = done.latencies as number[];
       return {
         threads,
         runnable,
-        wallMs,
+        wallMs: done.wallMs,
         renders: count,
-        throughput: latenciesMs.length / (wallMs / 1000),
+        throughput: latenciesMs.length / (done.wallMs / 1000),
         cpuSeconds,
         mainThreadCpuSeconds: name === 'service' && main0 !== undefined && main1 !== undefined ? main1 - main0 : undefined,
         latenciesMs,
-        bytes: bodies.map((b) => b.length),
-        errors,
+        bytes: done.lengths,
+        errors: [...(done.errors as string[]), ...widths.filter((w) => w !== BOX).map((w) => `output width ${w} ≠ ${BOX}`)],
         foreignCpus: cpus.foreign,
         cpus,
       };
@@ -261,10 +254,10 @@ function httpSide(name: SideName, pid: number, urlOf: (format: Format, index: nu
   };
 }
 
-/** One GET: its body (a 200 of type `mime`, else thrown) and its Imgapi-Cache header. */
-function get(url: string, mime: string, agent?: http.Agent): Promise<{ body: Buffer; cache: string | undefined }> {
+/** One GET: the whole answer (a 200 of type `mime`, else thrown) and its Imgapi-Cache header. */
+function get(url: string, mime: string): Promise<{ body: Buffer; cache: string | undefined }> {
   return new Promise((resolve, reject) => {
-    const request = http.get(url, { agent }, (response) => {
+    const request = http.get(url, (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
       response.on('error', reject);
@@ -296,6 +289,7 @@ interface HitTarget {
   connections: number;
   seconds: number;
   inFlight: number;
+  client: WorkerProcess;
 }
 
 /** wrk on one URL for `seconds` (after a warm-up), with the CPU the serving process used meanwhile. */
@@ -323,7 +317,7 @@ async function wrkOn(ctx: BenchContext, pid: number, url: string, connections: n
  * what this machine and wrk allow at all), then the bench's own client's latency.
  */
 async function measureHits(ctx: BenchContext, hit: HitTarget): Promise<{ rows: Row[]; report: string[]; details: Record<string, unknown> }> {
-  const { pid, url, format, connections, seconds, inFlight } = hit;
+  const { pid, url, format, connections, seconds, inFlight, client } = hit;
   const report: string[] = [];
   const check = await get(url, format.mime);
   if (check.cache !== 'hit') report.push(`WARNING: the hit URL answered Imgapi-Cache: ${check.cache}`);
@@ -335,7 +329,7 @@ async function measureHits(ctx: BenchContext, hit: HitTarget): Promise<{ rows: R
   await staticServer.stop();
   ctx.log(`cached hits: service, ${connections} connections for ${seconds} s`);
   const served = await wrkOn(ctx, pid, url, connections, seconds);
-  const own = await httpSide('service', pid, () => url, 'hit').run(format, 0, OWN_CLIENT_HITS, inFlight);
+  const own = await httpSide('service', pid, client, () => url, 'hit').run(format, 0, OWN_CLIENT_HITS, inFlight);
   const ownLatency = { p50: percentile(own.latenciesMs, 50), p99: percentile(own.latenciesMs, 99) };
 
   const line = (name: string, r: typeof served) =>
@@ -440,7 +434,8 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   const bare = await startBare(ctx, inputs, threads);
   const ipxWorker = await startWorkerProcess(ctx, 'ipx-server.mjs', [inputs.dir, String(threads)]);
   const ipxUrl = `http://127.0.0.1:${ipxWorker.ready.port}`;
-  const ipx = httpSide('ipx', ipxWorker.pid, (format, index) => `${ipxUrl}/${ipxModifiers(format)}/${fileName(index)}`);
+  const httpClient = await startWorkerProcess(ctx, 'http-client.mjs', [], 'exit line');
+  const ipx = httpSide('ipx', ipxWorker.pid, httpClient, (format, index) => `${ipxUrl}/${ipxModifiers(format)}/${fileName(index)}`);
 
   const stale = distIsStale(ctx.repoRoot);
   if (stale) report.push(`WARNING: ${stale}`);
@@ -464,6 +459,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   const serviceSide = httpSide(
     'service',
     service.pid,
+    httpClient,
     (format, index) => service.url + signedPath(key, transformOf(format), fileIds[index]!),
     'miss',
   );
@@ -526,6 +522,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
         connections,
         seconds: hitSeconds,
         inFlight,
+        client: httpClient,
       })
     : undefined;
   const serviceStderr = service.stderr().trim();

@@ -9,6 +9,10 @@
 // Every request is a real miss with the same work: the photo is written as many files that differ
 // only by a JPEG comment (COM segment; same pixels, same decoding), and no (file, format) is asked
 // twice of a side. The service's files are uploaded first; ipx reads the same files from disk.
+// Before the timed rounds every side renders BENCH_DELIVERY_WARMUP files per format, untimed:
+// the comparison is of servers that have run a while (JIT-compiled), not of their first
+// minute — the service's main thread spent 3.0–3.3 ms on its first hundred misses and 2.0–2.5 ms
+// after a few hundred.
 // Targets: service ≥ 0.85× bare sharp and ahead of ipx (per-round ratios, median), and the CPU per
 // miss beyond libvips ≤ 3 ms: the service's CPU per render (all threads, /proc) minus bare
 // sharp's, which is libvips's work plus a few lines of JavaScript.
@@ -18,6 +22,7 @@
 // CPU per hit. Miss and hit latencies from the bench's own client (node:http) beside.
 //
 // Environment: BENCH_DELIVERY_JOBS=24 (renders per format, round and side), BENCH_ROUNDS=3,
+// BENCH_DELIVERY_WARMUP=48 (untimed renders per format and side before the rounds),
 // BENCH_DELIVERY_IN_FLIGHT=4, BENCH_DELIVERY_FORMATS=jpeg,webp,avif,png, BENCH_HIT_SECONDS=10,
 // BENCH_HIT_CONNECTIONS=50, BENCH_CORPUS; a profile: BENCH_SERVICE_NODE_ARGS='--cpu-prof …' with
 // BENCH_DELIVERY_PARTS=misses (or hits: one render per format, then the hits) for one part alone;
@@ -412,6 +417,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   requireWrk();
   const maxRounds = envInt('BENCH_ROUNDS', 3);
   const jobs = envInt('BENCH_DELIVERY_JOBS', 24);
+  const warmup = envInt('BENCH_DELIVERY_WARMUP', 48);
   const inFlight = envInt('BENCH_DELIVERY_IN_FLIGHT', 4);
   const hitSeconds = envInt('BENCH_HIT_SECONDS', 10);
   const connections = envInt('BENCH_HIT_CONNECTIONS', 50);
@@ -421,7 +427,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   const report: string[] = [];
 
   // File 0 warms every side up (and is the cached hit); round r uses files 1 + r·jobs … (r+1)·jobs.
-  const inputs = await prepareInputs(ctx, 1 + maxRounds * jobs);
+  const inputs = await prepareInputs(ctx, 1 + warmup + maxRounds * jobs);
   report.push(`input: ${inputs.description}: ${(inputs.bytes / MiB).toFixed(2)} MiB, ${inputs.files.length} files differing by a JPEG comment only`);
 
   const serviceEnv: Record<string, string> = process.env.BENCH_SERVICE_ENV ? JSON.parse(process.env.BENCH_SERVICE_ENV) : {};
@@ -492,6 +498,15 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   // Rounds
   const measured = new Map(formats.map((f) => [f.key, { bare: [] as RoundResult[], service: [] as RoundResult[], ipx: [] as RoundResult[] }]));
   let lastRoundSeconds = 0;
+  if (parts.includes('misses') && warmup > 0) {
+    for (const format of formats) {
+      for (const name of SIDES) {
+        ctx.log(`warm-up: ${label(format)}: ${name}, ${warmup} renders`);
+        const result = await sides[name].run(format, 1, warmup, inFlight);
+        if (result.errors.length) throw new Error(`warm-up of ${name} (${label(format)}): ${result.errors[0]}`);
+      }
+    }
+  }
   let roundsRun = 0;
   for (let r = 0; r < (parts.includes('misses') ? maxRounds : 0); r++) {
     if (r > 0 && ctx.secondsLeft() < lastRoundSeconds * 1.2 + hitSeconds + 10) {
@@ -503,7 +518,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
       const shift = (r + index) % SIDES.length;
       for (const name of [...SIDES.slice(shift), ...SIDES.slice(0, shift)]) {
         ctx.log(`round ${r + 1}/${maxRounds}: ${label(format)}: ${name}`);
-        const result = await sides[name].run(format, 1 + r * jobs, jobs, inFlight);
+        const result = await sides[name].run(format, 1 + warmup + r * jobs, jobs, inFlight);
         measured.get(format.key)![name].push(result);
         ctx.log(`  ${fmt(result.throughput)} renders/s${result.errors.length ? `, ${result.errors.length} errors: ${result.errors[0]}` : ''}`);
       }

@@ -22,8 +22,8 @@ export async function fetchDelivery(url: string, headers: Record<string, string>
   return { status: response.status, headers: response.headers, body: parseBody(response, body) as any };
 }
 
-/** A new account on `plan`, with one signing key. */
-export async function signer(server: TestServer, plan: 'free' | 'pro' | 'max' = 'pro'): Promise<Signer> {
+/** A new account on `plan`, with one signing key (on a TestServer, or a service in a child process). */
+export async function signer(server: Pick<TestServer, 'url' | 'newKey'>, plan: 'free' | 'pro' | 'max' = 'pro'): Promise<Signer> {
   const client = new Client(server.url, await server.newKey(plan));
   const created = await client.post('/api/signing-keys', {});
   if (created.status !== 201) throw new Error(`signing key: ${created.status} ${JSON.stringify(created.body)}`);

@@ -69,6 +69,67 @@ export function runtimeEnv(runtime, env = process.env) {
 }
 
 /**
+ * The C headers of the Node at `bin` (its real path): the directory holding include/node when its
+ * node_version.h is `version`, else undefined. Looked for where the official archives and Debian
+ * put them (bin/node beside include/), and where the npm registry's `node` package does (its
+ * bin/node beside node_modules/node-<platform>-<arch>/include/).
+ * @param {string} bin
+ * @param {string} version
+ * @returns {string | undefined}
+ */
+function headersOf(bin, version) {
+  const prefix = path.dirname(path.dirname(bin));
+  return [prefix, path.join(prefix, 'node_modules', `node-${process.platform}-${process.arch}`)].find((dir) => {
+    let header;
+    try {
+      header = fs.readFileSync(path.join(dir, 'include', 'node', 'node_version.h'), 'utf8');
+    } catch {
+      return false;
+    }
+    const part = (/** @type {string} */ name) => new RegExp(`^#define NODE_${name}_VERSION (\\d+)$`, 'm').exec(header)?.[1];
+    return `v${part('MAJOR')}.${part('MINOR')}.${part('PATCH')}` === version;
+  });
+}
+
+/**
+ * The resolved first `node` on `PATH`, or undefined.
+ * @param {string} [PATH]
+ * @returns {string | undefined}
+ */
+function nodeOnPath(PATH = '') {
+  for (const dir of PATH.split(path.delimiter).filter(Boolean)) {
+    try {
+      const file = fs.realpathSync(path.join(dir, 'node'));
+      fs.accessSync(file, fs.constants.X_OK);
+      if (fs.statSync(file).isFile()) return file;
+    } catch {
+      // not in this directory
+    }
+  }
+  return undefined;
+}
+
+/**
+ * `env` for children that run `node` or npm by name (npm itself, install scripts, node-gyp): the
+ * Node running this process first on PATH, unless it is first already, and node-gyp compiling
+ * against its own headers. Otherwise native modules are built for whichever Node comes first on
+ * the caller's PATH, or for the headers a machine-wide npm config names (nodedir=/usr: Debian's
+ * Node 20), and this Node cannot load them. Without headers of its own to name, an inherited
+ * npm_config_nodedir goes too: it names another Node's at best.
+ * @param {NodeJS.ProcessEnv} [env]
+ * @returns {NodeJS.ProcessEnv}
+ */
+export function ownNodeEnv(env = process.env) {
+  const bin = fs.realpathSync(process.execPath);
+  const own = { ...env };
+  if (nodeOnPath(env.PATH) !== bin) own.PATH = `${path.dirname(bin)}${path.delimiter}${env.PATH ?? ''}`;
+  const nodedir = headersOf(bin, process.version);
+  if (nodedir) own.npm_config_nodedir = nodedir;
+  else delete own.npm_config_nodedir;
+  return own;
+}
+
+/**
  * Whether `version` (v22.12.0) satisfies an `engines.node` range made of `^x.y.z` and `>=x.y.z`
  * alternatives joined by `||` (the only forms this project's package.json uses).
  * @param {string} version
@@ -113,15 +174,15 @@ export const projectNodeDir = (/** @type {string} */ root) => path.join(root, '.
 
 /**
  * How to run `node` for this project: `bin` and `env` (PATH, node-gyp's headers, and the hook
- * that finds native modules built for it apart, when .node/apart.json lists some). The system's
- * Node when `engines` accept it; else the one setup brought, or — not brought yet — the system's
- * with `missing` set.
+ * that finds native modules built for it apart, when .node/apart.json lists some). The running
+ * Node when `engines` accept it (its env finds it first: ownNodeEnv); else the one setup brought,
+ * or — not brought yet — the running one with `missing` set.
  * @param {string} root
  * @param {NodeJS.ProcessEnv} [env]
  * @returns {{ bin: string, env: NodeJS.ProcessEnv, version: string, brought: boolean, missing?: boolean }}
  */
 export function projectNode(root, env = process.env) {
-  if (satisfies(process.version, enginesOf(root))) return { bin: process.execPath, env, version: process.version, brought: false };
+  if (satisfies(process.version, enginesOf(root))) return { bin: process.execPath, env: ownNodeEnv(env), version: process.version, brought: false };
   const dir = path.join(projectNodeDir(root), 'runtime');
   if (!fs.existsSync(path.join(dir, 'node_modules', '.bin', 'node'))) {
     return { bin: process.execPath, env, version: process.version, brought: false, missing: true };

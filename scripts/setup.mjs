@@ -17,6 +17,12 @@
 // shared with other checkouts (a link), its native modules are built apart in .node/
 // (scripts/node-apart.mjs) and node_modules are left as they are.
 //
+// Whatever Node runs setup, npm, its install scripts and node-gyp run on that Node and compile
+// against its headers, not on the first `node` of the caller's PATH nor against a machine-wide
+// npm config's nodedir (/root/.npmrc's nodedir=/usr: Debian's Node 20). Native modules that
+// another Node built are never rebuilt or reinstalled in place, as that Node may be running them:
+// setup stops and says so (under the Node it brought, it builds them apart, as above).
+//
 // Environment:
 //   IMGAPI_SKIP_SYSTEM_PACKAGES=1   skip the Debian package step entirely.
 
@@ -27,7 +33,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { findJemalloc } from './start.mjs';
-import { enginesOf, installNode, PROJECT_NODE_MAJOR, projectNodeDir, runtimeEnv, satisfies } from './node-runtime.mjs';
+import { enginesOf, installNode, ownNodeEnv, PROJECT_NODE_MAJOR, projectNodeDir, runtimeEnv, satisfies } from './node-runtime.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ALL = ['start', 'test', 'bench'];
@@ -226,9 +232,13 @@ function output(cmd, args) {
   return r.status === 0 ? r.stdout : undefined;
 }
 
+// npm, its install scripts and node-gyp run on the Node that runs setup and build against its
+// headers, whatever Node the caller's PATH or npm's config would pick.
+const OWN_NODE_ENV = ownNodeEnv();
+
 /** Runs a command with inherited stdio; fails the setup with `what` in the message. */
 function run(cmd, args, { what, cwd = ROOT, env } = {}) {
-  const r = spawnSync(cmd, args, { cwd, stdio: 'inherit', env: env ? { ...process.env, ...env } : process.env });
+  const r = spawnSync(cmd, args, { cwd, stdio: 'inherit', env: { ...OWN_NODE_ENV, ...env } });
   if (r.error) fail(`${what}: could not run ${cmd}: ${r.error.message}`);
   if (r.status !== 0) {
     const how = r.signal ? `was killed by ${r.signal}` : `exited with code ${r.status}`;
@@ -349,6 +359,14 @@ function ensureNpmDeps(dir) {
   withLock(REPO_LOCK, 'installing npm packages', () => {
     const state = npmDepsState(dir); // another setup may have done it while we waited
     if (state === 'ok') return;
+    // npm would build what changed for this Node, beside the rest built for a Node that may be running them.
+    const foreign = foreignNativeModules(nodeModules);
+    if (foreign) {
+      fail(
+        `not running npm ${state} in ${rel}: ${describeForeign(foreign)}, and the Node they were built for may be using them. ` +
+          'Run setup under that Node, or remove node_modules so that setup installs them for this one',
+      );
+    }
     // --include=dev: we compile and test from source, so the dev dependencies (TypeScript, Vite,
     // tsx) are needed even where NODE_ENV=production makes npm leave them out by default.
     const args = [state, '--include=dev', '--no-audit', '--no-fund'];
@@ -356,6 +374,11 @@ function ensureNpmDeps(dir) {
       `npm ${args[0]} in ${rel} (${state === 'ci' ? 'no node_modules yet' : 'package.json or package-lock.json changed, or a package is missing'})`,
     );
     run('npm', args, { cwd: dir, what: `npm ${args[0]} in ${rel}` });
+    const built = foreignNativeModules(nodeModules);
+    if (built) {
+      const headers = OWN_NODE_ENV.npm_config_nodedir ?? 'none found for this Node, so `npm config get nodedir` applies';
+      fail(`after npm ${args[0]} in ${rel}: ${describeForeign(built)}; node-gyp compiled against other headers (npm_config_nodedir: ${headers})`);
+    }
     // npm leaves the hidden lockfile untouched when nothing changed; mark it current so an edited
     // but equivalent package.json does not trigger an install on every run.
     const hidden = path.join(dir, 'node_modules', '.package-lock.json');
@@ -516,13 +539,30 @@ function nativeAddons(nodeModules) {
 }
 
 /**
- * Whether the addons were built for this Node: one built for another fails to load naming
- * NODE_MODULE_VERSION. (A build directory also holds files that are no Node addon at all, such as
- * better-sqlite3's test_extension.node, a SQLite extension: those fail otherwise and do not count.)
+ * The NODE_MODULE_VERSION the addons were built for when it is not this Node's, else undefined:
+ * one built for another Node fails to load naming it. (A build directory also holds files that
+ * are no Node addon at all, such as better-sqlite3's test_extension.node, a SQLite extension:
+ * those fail otherwise and do not count.)
  */
-function addonsLoad(addons) {
-  const probe = `for (const f of ${JSON.stringify(addons)}) try { require(f) } catch (e) { if (/NODE_MODULE_VERSION/.test(e.message)) process.exit(1) }`;
-  return spawnSync(process.execPath, ['-e', probe], { stdio: 'ignore' }).status === 0;
+function foreignAbi(addons) {
+  if (addons.length === 0) return undefined;
+  const probe = `for (const f of ${JSON.stringify(addons)}) try { require(f) } catch (e) { const m = /NODE_MODULE_VERSION (\\d+)/.exec(e.message); if (m) { process.stdout.write(m[1]); break } }`;
+  const r = spawnSync(process.execPath, ['-e', probe], { encoding: 'utf8' });
+  if (r.status !== 0)
+    fail(`probing the native modules with ${process.execPath} failed (exit ${r.status ?? r.signal}): ${r.stderr.trim().slice(-500)}`);
+  return r.stdout || undefined;
+}
+
+/** `nodeModules`' native modules when they were built for another Node than this one: their names and that Node's ABI. */
+function foreignNativeModules(nodeModules) {
+  if (!exists(nodeModules)) return undefined;
+  const natives = nativeAddons(nodeModules);
+  const abi = foreignAbi(natives.flatMap((p) => p.addons));
+  return abi && { dir: nodeModules, abi, names: natives.map((p) => p.name) };
+}
+
+function describeForeign({ dir, abi, names }) {
+  return `${names.join(', ')} in ${path.relative(ROOT, dir)} built for NODE_MODULE_VERSION ${abi}, not ${process.versions.modules} (Node ${process.version})`;
 }
 
 /**
@@ -537,7 +577,7 @@ function ensureNativeModules() {
   const nodeModules = path.join(ROOT, 'node_modules');
   if (!exists(nodeModules)) return;
   const natives = nativeAddons(nodeModules);
-  if (addonsLoad(natives.flatMap((p) => p.addons))) {
+  if (!foreignAbi(natives.flatMap((p) => p.addons))) {
     if (exists(listing)) {
       note(`node_modules are built for Node ${process.version} now: the native modules in .node/ are no longer used`);
       fs.rmSync(listing);
@@ -570,9 +610,23 @@ function ensureNativeModules() {
     );
     run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, what: 'the native modules for .node/' });
     const built = nativeAddons(path.join(dir, 'node_modules')).filter((p) => wanted.packages.includes(p.name));
-    if (!addonsLoad(built.flatMap((p) => p.addons))) fail(`the native modules built in ${dir} do not load in Node ${process.version}`);
+    if (foreignAbi(built.flatMap((p) => p.addons))) fail(`the native modules built in ${dir} do not load in Node ${process.version}`);
     fs.writeFileSync(listing, `${JSON.stringify(wanted, null, 2)}\n`);
   });
+}
+
+/**
+ * Under any other Node (the system's, another checkout's): node_modules' native modules must load
+ * in it. Rebuilding them in place would break them for the Node they were built for, which may
+ * be running them; going on would fail every test that opens SQLite. So setup stops and says so.
+ */
+function refuseForeignNativeModules() {
+  const foreign = foreignNativeModules(path.join(ROOT, 'node_modules'));
+  if (!foreign) return;
+  fail(
+    `${describeForeign(foreign)}. Not rebuilding them in place: the Node they were built for may be using them. ` +
+      'Run under that Node, or remove node_modules so that setup installs them for this one',
+  );
 }
 
 /**
@@ -623,6 +677,7 @@ try {
   ensureNpmDeps(ROOT);
   // Setup runs under the Node it brought (underProjectNode): that Node's native modules.
   if (process.execPath.startsWith(projectNodeDir(ROOT) + path.sep)) ensureNativeModules();
+  else refuseForeignNativeModules();
   if (mode !== 'build-only') ensureSystemPackages(mode);
   buildServer();
   // The dashboard reads the task statuses from the server and the API's types from the SDK's.

@@ -1,5 +1,7 @@
 // Test harness: a real HTTP server on a loopback port, on a fresh data directory and a fresh
 // database (SQLite file, or a new PostgreSQL database created for the test and dropped after).
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -34,6 +36,21 @@ export const POSTGRES_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgre
  * the hook that finds native modules built for this Node.
  */
 export const nodeOptions = (): { NODE_OPTIONS?: string } => (process.env.NODE_OPTIONS ? { NODE_OPTIONS: process.env.NODE_OPTIONS } : {});
+
+/**
+ * Builds what `npm test`'s setup builds (dist/, web/dist) when it is stale: setup --build-only on
+ * this Node, so that any npm it runs, and what that compiles, is this Node's — never the `node`
+ * a PATH happens to find first.
+ */
+export function buildWithSetup(): void {
+  const setup = spawnSync(process.execPath, [path.join(REPO_ROOT, 'scripts', 'setup.mjs'), '--build-only'], { cwd: REPO_ROOT, encoding: 'utf8' });
+  assert.equal(setup.status, 0, setup.stderr);
+}
+
+/** web/dist, which `npm test`'s setup builds; a bare run of a browser test builds it here. */
+export function ensureDashboardBuilt(): void {
+  if (!fs.existsSync(path.join(REPO_ROOT, 'web', 'dist', 'index.html'))) buildWithSetup();
+}
 
 export function tempDir(prefix = 'imgapi-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));

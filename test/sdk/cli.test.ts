@@ -1,14 +1,14 @@
 // The client commands of the `imgapi` binary (run, upload, task, download) as a user runs them:
 // the compiled CLI as a child process against a real server, with IMGAPI_URL and IMGAPI_KEY.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { PDFDocument } from 'pdf-lib';
 import sharp from 'sharp';
 import { deliveryUrlSync, Imgapi } from '../../sdk/node.js';
-import { Client, DIALECTS, REPO_ROOT, corpusFile, nodeOptions, tempDir, type TestServer } from '../helpers.js';
+import { Client, DIALECTS, REPO_ROOT, buildWithSetup, corpusFile, nodeOptions, tempDir, type TestServer } from '../helpers.js';
 import { startPublicServer } from './support.js';
 
 const MAIN = path.join(REPO_ROOT, 'dist', 'src', 'main.js');
@@ -52,8 +52,7 @@ function imgapi(args: string[], env: Record<string, string>, options: { cwd?: st
 
 before(() => {
   // The tests run the compiled CLI: build it when src/ or sdk/ is newer (a no-op otherwise).
-  const setup = spawnSync(process.execPath, [path.join(REPO_ROOT, 'scripts', 'setup.mjs'), '--build-only'], { cwd: REPO_ROOT, encoding: 'utf8' });
-  assert.equal(setup.status, 0, setup.stderr);
+  buildWithSetup();
 });
 
 // The commands talk HTTP to the server; which database it runs on is the server's own tests'

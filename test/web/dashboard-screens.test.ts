@@ -13,7 +13,6 @@
 // TEST_DASHBOARD_DIR serves another build of web/ (one made with `vite build --outDir`) instead
 // of web/dist, e.g. while web/dist is being rebuilt.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -22,7 +21,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page, type Response } from 'playwright-core';
 import { createAccount, createApiKey, type Account } from '../../src/accounts/accounts.js';
-import { Client, REPO_ROOT, corpusFile, startServer, type TestServer } from '../helpers.js';
+import { Client, REPO_ROOT, corpusFile, ensureDashboardBuilt, startServer, type TestServer } from '../helpers.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOTS = path.join(REPO_ROOT, 'test-output', 'screenshots', 'dashboard-screens');
@@ -47,12 +46,6 @@ interface Screen {
   /** What shows once the page has loaded what it shows. */
   ready: (page: Page) => Promise<unknown>;
   status?: number;
-}
-
-function ensureDashboardBuilt(): void {
-  if (fs.existsSync(path.join(REPO_ROOT, 'web', 'dist', 'index.html'))) return;
-  const result = spawnSync('npm', ['run', 'build'], { cwd: path.join(REPO_ROOT, 'web'), stdio: 'inherit' });
-  assert.equal(result.status, 0, 'npm run build in web/ failed');
 }
 
 /** No request is still loading "Loading…" text in the page's main landmark. */

@@ -8,14 +8,13 @@
 // Screenshots of the main pages go to test-output/dashboard-screenshots/ (printed below).
 // SQLite is enough here: the HTTP-level security tests run on every dialect.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { chromium, type Browser, type BrowserContext, type Page, type Request } from 'playwright-core';
 import { announceSetupToken, setupInstructions } from '../../src/accounts/onboarding.js';
-import { Client, REPO_ROOT, corpusFile, startServer, tempDir, type TestServer } from '../helpers.js';
+import { Client, REPO_ROOT, corpusFile, ensureDashboardBuilt, startServer, tempDir, type TestServer } from '../helpers.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOTS = path.join(REPO_ROOT, 'test-output', 'dashboard-screenshots');
@@ -31,17 +30,6 @@ const SVG_WITH_SCRIPT = `<svg xmlns="http://www.w3.org/2000/svg" width="64" heig
     fetch('/svg-script-ran?cookie=' + encodeURIComponent(document.cookie)).catch(function () {});
   ]]></script>
 </svg>`;
-
-/** web/dist is built by `npm test` (scripts/setup.mjs); a bare run of this file builds it here. */
-function ensureDashboardBuilt(): void {
-  if (fs.existsSync(path.join(REPO_ROOT, 'web', 'dist', 'index.html'))) return;
-  const web = path.join(REPO_ROOT, 'web');
-  for (const args of [fs.existsSync(path.join(web, 'node_modules')) ? [] : ['ci', '--no-audit', '--no-fund'], ['run', 'build']]) {
-    if (args.length === 0) continue;
-    const result = spawnSync('npm', args, { cwd: web, stdio: 'inherit' });
-    assert.equal(result.status, 0, `npm ${args.join(' ')} in web/ failed`);
-  }
-}
 
 describe('dashboard in a real browser', { timeout: 240_000 }, () => {
   let server: TestServer;

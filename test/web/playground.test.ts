@@ -8,7 +8,7 @@
 // go to test-output/screenshots/ (printed below).
 // SQLite is enough here: what runs behind these pages is covered on every dialect elsewhere.
 import assert from 'node:assert/strict';
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import sharp from 'sharp';
 import { findAccountByEmail, setPlan } from '../../src/accounts/accounts.js';
-import { Client, REPO_ROOT, corpusFile, startServer, tempDir, type TestServer } from '../helpers.js';
+import { Client, REPO_ROOT, corpusFile, ensureDashboardBuilt, startServer, tempDir, type TestServer } from '../helpers.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOTS = path.join(REPO_ROOT, 'test-output', 'screenshots');
@@ -43,12 +43,6 @@ async function axeViolations(page: Page): Promise<string[]> {
           .join('; ')}`,
     );
   });
-}
-
-function ensureDashboardBuilt(): void {
-  if (fs.existsSync(path.join(REPO_ROOT, 'web', 'dist', 'index.html'))) return;
-  const result = spawnSync('npm', ['run', 'build'], { cwd: path.join(REPO_ROOT, 'web'), stdio: 'inherit' });
-  assert.equal(result.status, 0, 'npm run build in web/ failed');
 }
 
 describe('playground and keys: the call shown, the work kept', { timeout: 300_000 }, () => {

@@ -10,7 +10,7 @@
 // by the compiler, a corpus sample (or a made one) by test/imaging/formats.test.ts.
 import type { Sharp } from 'sharp';
 import { encodeJxl, JXL_QUALITY, type EncodeBounds, type RgbaPixels } from './jxl-encode.js';
-import { bmpHeader, hasBrand, isSvg, jpeg2000, jpegProcess, type Signature } from './signatures.js';
+import { bmpHeader, hasBrand, isSvg, jpeg2000, jpegHeader, jpegProcess, type HeadHeader, type Signature } from './signatures.js';
 
 /** How the output of an encoder is tuned; `quality` undefined means the format's default. */
 export interface EncodeSettings {
@@ -98,6 +98,12 @@ interface FormatDefinition {
    * as it does a JPEG's APP1, a PNG's eXIf, a WebP's EXIF chunk or a HEIF's Exif item: info.ts reads them from the file.
    */
   exifInIfds?: boolean;
+  /**
+   * Its header, read from the file's first bytes as libvips would report it, or undefined where
+   * the head cannot settle it: then libvips reads it (a trip through libuv's pool and, for a
+   * delivery miss of a 2 MP JPEG, 2–3 ms of CPU). source.ts's `inspect` asks it first.
+   */
+  headerInHead?: (head: Buffer) => HeadHeader | undefined;
   /** What docs/formats.md says beyond the other columns. */
   notes?: string;
   write?: Writer;
@@ -125,6 +131,7 @@ export const FORMATS = {
     input: 'image',
     signature: { magic: [[[0, '\xff\xd8\xff']]], check: jpegProcess },
     libvips: 'decode',
+    headerInHead: jpegHeader,
     notes: "lossless JPEG (process 14, SOF3) is decoded by this service's own decoder (jpeg-lossless-decoder-js)",
     write: {
       lossless: false,
@@ -440,6 +447,9 @@ export const hasStreamedFrames = (format: string): format is StreamedFrameFormat
 /** An HEIF file libvips reads (AVIF): its primary item, or an image sequence read by ffmpeg. */
 export const readsHeifSequences = (format: string): boolean => definition(format)?.heifSequences === true;
 export const hasOutsideReferences = (format: string): boolean => definition(format)?.outsideReferences === true;
+/** The format's header as its first bytes give it (FormatDefinition.headerInHead), where they can. */
+export const headerInHead = (format: string, head: Buffer): HeadHeader | undefined => definition(format)?.headerInHead?.(head);
+export const readsHeaderInHead = (format: string): boolean => definition(format)?.headerInHead !== undefined;
 
 /** Whether a quality search for `format` may probe crops of the image (Writer.localCoding). */
 export const hasLocalCoding = (format: OutputFormat): boolean => writerOf(format).localCoding === true;

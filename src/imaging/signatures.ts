@@ -2,6 +2,7 @@
 // format table (formats.ts) carries as its `signature`, the way imgproxy's `imagetype` keeps the
 // magic bytes beside each type. sniff.ts walks the table's rows and asks each; nothing here
 // knows of another row. Pure functions of the head: no decoding, never a throw past its end.
+import { exifOrientation, readJpegHead } from '../bytes/jpeg.js';
 
 /** Bytes at an offset, written as a latin1 string ('\xff\xd8\xff'); a pattern is a list of them, all required. */
 type Pattern = readonly (readonly [offset: number, bytes: string])[];
@@ -35,27 +36,40 @@ export function matches(head: Buffer, pattern: Pattern): boolean {
  * will say what is wrong.
  */
 export function jpegProcess(b: Buffer): Verdict {
-  let i = 2; // just past SOI (FF D8)
-  while (i < b.length) {
-    if (b[i] !== 0xff) break; // not at a marker: malformed, let the decoder judge
-    while (i < b.length && b[i] === 0xff) i++; // any number of FF fill bytes may precede a marker
-    if (i >= b.length) break;
-    const marker = b[i++]!;
-    // Standalone markers (RSTn, TEM, a stray SOI) carry no length field.
-    if ((marker >= 0xd0 && marker <= 0xd8) || marker === 0x01) continue;
-    // End of image or start of scan before any frame header, or a stuffed FF 00: nothing more to learn.
-    if (marker === 0xd9 || marker === 0xda || marker === 0x00) break;
-    // SOF0..SOF15, excluding DHT (C4), JPG (C8) and DAC (CC), which share the range.
-    if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) {
-      const lossless = marker === 0xc7 || marker === 0xcb || marker === 0xcf;
-      return lossless ? { reason: 'lossless JPEG other than process 14 (SOF3) is not supported' } : true;
-    }
-    if (i + 2 > b.length) break; // head ends inside the length field
-    const length = b.readUInt16BE(i); // counts itself, not the marker
-    if (length < 2) break;
-    i += length;
-  }
-  return true;
+  const marker = readJpegHead(b)?.frame.marker;
+  const lossless = marker === 0xc7 || marker === 0xcb || marker === 0xcf;
+  return lossless ? { reason: 'lossless JPEG other than process 14 (SOF3) is not supported' } : true;
+}
+
+/** What a header read from the head says of an image: its upright size, frames and alpha. */
+export interface HeadHeader {
+  width: number;
+  height: number;
+  frames: number;
+  hasAlpha: boolean;
+}
+
+/** SOF0–SOF2: Huffman-coded baseline, extended and progressive frames. */
+const JPEG_PROCESSES_READ_HERE = new Set([0xc0, 0xc1, 0xc2]);
+/** Grey, YCbCr or RGB, CMYK or YCCK: none of them alpha. */
+const JPEG_COMPONENTS_READ_HERE = new Set([1, 3, 4]);
+
+/**
+ * A JPEG's header as libvips reports it, read from the head: 8-bit baseline, extended or
+ * progressive frames of 1, 3 or 4 components, with at most one EXIF block, whose orientation
+ * reads cleanly. Anything else (the frame beyond the head, another process or depth, several
+ * EXIF blocks, a malformed one) is undefined, for libvips to read.
+ */
+export function jpegHeader(b: Buffer): HeadHeader | undefined {
+  const read = readJpegHead(b);
+  if (!read) return undefined;
+  const { frame, exif } = read;
+  if (!JPEG_PROCESSES_READ_HERE.has(frame.marker) || frame.precision !== 8 || !JPEG_COMPONENTS_READ_HERE.has(frame.components)) return undefined;
+  if (!frame.width || !frame.height || exif.length > 1) return undefined;
+  const orientation = exif.length === 0 ? 1 : exifOrientation(exif[0]!);
+  if (orientation === undefined) return undefined;
+  const upright = orientation >= 5 ? { width: frame.height, height: frame.width } : { width: frame.width, height: frame.height };
+  return { ...upright, frames: 1, hasAlpha: false };
 }
 
 // ---------------------------------------------------------------------------

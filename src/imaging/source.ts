@@ -13,7 +13,7 @@ import { fileSource } from '../bytes/sources.js';
 import { isSequenceHead, readSequenceHeader, SequenceError, type SequenceHeader } from '../bytes/avif-sequence.js';
 import { asHeaderError } from './errors.js';
 import { FfmpegMissing, type Ffmpeg, type FfmpegRun } from '../programs/ffmpeg.js';
-import { hasOutsideReferences, isAnimation, isRawDecoded, readsHeifSequences } from './formats.js';
+import { hasOutsideReferences, headerInHead, isAnimation, isRawDecoded, readsHeaderInHead, readsHeifSequences } from './formats.js';
 import { libvipsAvifInput, primaryItemMetadata, primaryPage } from './heif-items.js';
 import { checkSource, type ImageLimits } from './limits.js';
 import { SNIFF_HEAD_BYTES } from './sniff.js';
@@ -45,13 +45,14 @@ export type OpenSource = (page: number) => Sharp;
 
 /** Reads the header and enforces the plan's pixel and frame limits before any decoding. */
 export async function inspect(inputPath: string, inputFormat: string, limits: ImageLimits): Promise<SourceInfo> {
-  const decoder = await rawDecoderOf(inputPath, inputFormat);
+  const head = await headOf(inputPath, inputFormat);
+  const decoder = isRawDecoded(inputFormat) ? inputFormat : head && rawDecoderFor(inputFormat, head);
   const sequence = !decoder && readsHeifSequences(inputFormat) ? await sequenceHeaderOf(inputPath, inputFormat) : undefined;
   const info = decoder
     ? await inspectRaw(inputPath, inputFormat, decoder)
     : sequence
       ? sequenceInfo(sequence, inputFormat)
-      : await inspectWithLibvips(inputPath, inputFormat, limits);
+      : (headerFromHead(inputFormat, head) ?? (await inspectWithLibvips(inputPath, inputFormat, limits)));
   checkSource(info, limits);
   return { ...info, rawDecoder: decoder ?? null };
 }
@@ -87,11 +88,29 @@ const sequenceInfo = (header: SequenceHeader, format: string): SourceInfo => ({
 export async function rawDecoderOf(inputPath: string, inputFormat: string): Promise<RawDecoderName | undefined> {
   if (isRawDecoded(inputFormat)) return inputFormat;
   if (!mayBeRawDecoded(inputFormat)) return undefined;
+  const head = await readHead(inputPath);
+  return rawDecoderFor(inputFormat, head);
+}
+
+/** The file's head where inspect reads something in it: a variant to tell apart (lossless JPEG), or the header itself. */
+function headOf(inputPath: string, inputFormat: string): Promise<Buffer | undefined> {
+  const wanted = !isRawDecoded(inputFormat) && (mayBeRawDecoded(inputFormat) || readsHeaderInHead(inputFormat));
+  return wanted ? readHead(inputPath) : Promise.resolve(undefined);
+}
+
+/** A file's header from its head (the format table's headerInHead), as a SourceInfo; undefined for libvips to read it. */
+function headerFromHead(inputFormat: string, head: Buffer | undefined): SourceInfo | undefined {
+  const header = head && headerInHead(inputFormat, head);
+  return header && { format: inputFormat, ...header };
+}
+
+/** The first SNIFF_HEAD_BYTES of a file. */
+async function readHead(inputPath: string): Promise<Buffer> {
   const handle = await fs.promises.open(inputPath, 'r');
   try {
     const head = Buffer.alloc(SNIFF_HEAD_BYTES);
     const { bytesRead } = await handle.read(head, 0, head.length, 0);
-    return rawDecoderFor(inputFormat, head.subarray(0, bytesRead));
+    return head.subarray(0, bytesRead);
   } finally {
     await handle.close();
   }

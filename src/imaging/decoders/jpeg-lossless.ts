@@ -9,6 +9,7 @@
 // (SOF7, SOF11, SOF15: differential or arithmetic-coded) are UNSUPPORTED_FORMAT.
 // The decode is synchronous JavaScript (about 0.1 s for 227×149 RGB): it blocks the event loop.
 import { createRequire } from 'node:module';
+import { readJpegHead, type JpegFrame } from '../../bytes/jpeg.js';
 import { TaskError } from '../../errors.js';
 import { checkPixelsToDecode } from '../limits.js';
 import type { HeaderInfo, RawDecoder, RawImage } from './pixels.js';
@@ -32,34 +33,8 @@ function loadDecoder(): LosslessDecoderClass {
   return Decoder;
 }
 
-interface Frame {
-  marker: number;
-  precision: number;
-  width: number;
-  height: number;
-  components: number;
-}
-
 /** The frame header (SOFn), walking the segments before it; undefined when there is none. */
-function jpegFrame(b: Buffer): Frame | undefined {
-  if (b.length < 4 || b[0] !== 0xff || b[1] !== 0xd8) return undefined;
-  let i = 2;
-  while (i + 4 <= b.length) {
-    if (b[i] !== 0xff) return undefined;
-    while (i < b.length && b[i] === 0xff) i++;
-    const marker = b[i++]!;
-    if ((marker >= 0xd0 && marker <= 0xd8) || marker === 0x01) continue;
-    if (marker === 0xd9 || marker === 0xda || i + 2 > b.length) return undefined;
-    const length = b.readUInt16BE(i);
-    if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) {
-      if (i + 8 > b.length) return undefined;
-      return { marker, precision: b[i + 2]!, height: b.readUInt16BE(i + 3), width: b.readUInt16BE(i + 5), components: b[i + 7]! };
-    }
-    if (length < 2) return undefined;
-    i += length;
-  }
-  return undefined;
-}
+const jpegFrame = (b: Buffer): JpegFrame | undefined => readJpegHead(b)?.frame;
 
 /** Whether a JPEG's frame is lossless (process 14 and its relatives): libvips cannot decode it. */
 export function isLosslessJpeg(head: Buffer): boolean {
@@ -67,7 +42,7 @@ export function isLosslessJpeg(head: Buffer): boolean {
   return marker === 0xc3 || marker === 0xc7 || marker === 0xcb || marker === 0xcf;
 }
 
-function losslessFrame(input: Buffer): Frame {
+function losslessFrame(input: Buffer): JpegFrame {
   const frame = jpegFrame(input);
   if (!frame || !frame.width || !frame.height) throw new TaskError('INVALID_IMAGE', 'The lossless JPEG has no readable frame header');
   if (frame.marker !== 0xc3) {

@@ -101,7 +101,7 @@ interface FormatDefinition {
   /**
    * Its header, read from the file's first bytes as libvips would report it, or undefined where
    * the head cannot settle it: then libvips reads it (a trip through libuv's pool and, for a
-   * delivery miss of a 2 MP JPEG, 2–3 ms of CPU). source.ts's `inspect` asks it first.
+   * delivery miss of a 2 MP JPEG under load, 1–3 ms of CPU). source.ts's `inspect` asks it first.
    */
   headerInHead?: (head: Buffer) => HeadHeader | undefined;
   /** What docs/formats.md says beyond the other columns. */

@@ -360,13 +360,7 @@ function ensureNpmDeps(dir) {
     const state = npmDepsState(dir); // another setup may have done it while we waited
     if (state === 'ok') return;
     // npm would build what changed for this Node, beside the rest built for a Node that may be running them.
-    const foreign = foreignNativeModules(nodeModules);
-    if (foreign) {
-      fail(
-        `not running npm ${state} in ${rel}: ${describeForeign(foreign)}, and the Node they were built for may be using them. ` +
-          'Run setup under that Node, or remove node_modules so that setup installs them for this one',
-      );
-    }
+    refuseForeignNativeModules(nodeModules, `not running npm ${state} in ${rel}`);
     // --include=dev: we compile and test from source, so the dev dependencies (TypeScript, Vite,
     // tsx) are needed even where NODE_ENV=production makes npm leave them out by default.
     const args = [state, '--include=dev', '--no-audit', '--no-fund'];
@@ -616,16 +610,17 @@ function ensureNativeModules() {
 }
 
 /**
- * Under any other Node (the system's, another checkout's): node_modules' native modules must load
- * in it. Rebuilding them in place would break them for the Node they were built for, which may
- * be running them; going on would fail every test that opens SQLite. So setup stops and says so.
+ * Stops setup when `nodeModules`' native modules were built for another Node than this one:
+ * reinstalling or rebuilding them in place (`refused`: what setup was about to do) would break
+ * them for the Node they were built for, which may be running them, and going on would fail
+ * every test that opens SQLite.
  */
-function refuseForeignNativeModules() {
-  const foreign = foreignNativeModules(path.join(ROOT, 'node_modules'));
+function refuseForeignNativeModules(nodeModules, refused) {
+  const foreign = foreignNativeModules(nodeModules);
   if (!foreign) return;
   fail(
-    `${describeForeign(foreign)}. Not rebuilding them in place: the Node they were built for may be using them. ` +
-      'Run under that Node, or remove node_modules so that setup installs them for this one',
+    `${refused}: ${describeForeign(foreign)}, and the Node they were built for may be using them. ` +
+      'Run setup under that Node, or remove node_modules so that setup installs them for this one',
   );
 }
 
@@ -677,7 +672,8 @@ try {
   ensureNpmDeps(ROOT);
   // Setup runs under the Node it brought (underProjectNode): that Node's native modules.
   if (process.execPath.startsWith(projectNodeDir(ROOT) + path.sep)) ensureNativeModules();
-  else refuseForeignNativeModules();
+  // Under any other Node (the system's, another checkout's) they must load as they are.
+  else refuseForeignNativeModules(path.join(ROOT, 'node_modules'), 'Not rebuilding them in place');
   if (mode !== 'build-only') ensureSystemPackages(mode);
   buildServer();
   // The dashboard reads the task statuses from the server and the API's types from the SDK's.

@@ -33,7 +33,6 @@
 // back by its own waits, not by its CPU per render.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
@@ -95,7 +94,6 @@ interface RoundResult {
   latenciesMs: number[];
   bytes: number[];
   errors: string[];
-  foreignCpus: number;
   /** CPUs busy meanwhile: the machine, this side's process, the bench (the HTTP sides' client), other work. */
   cpus: CpuShares;
   /** With BENCH_DELIVERY_RUNNABLE=1: the side's runnable threads, sampled (RunnableSampler). */
@@ -195,7 +193,6 @@ async function startBare(ctx: BenchContext, inputs: Inputs, threads: number): Pr
         latenciesMs: done.latencies,
         bytes: done.sizes,
         errors: widths.some((w) => w !== BOX) ? [`output width ${widths.join(',')} ≠ ${BOX}`] : [],
-        foreignCpus: cpus.foreign,
         cpus,
       };
     },
@@ -252,7 +249,6 @@ function httpSide(
         latenciesMs,
         bytes: done.lengths,
         errors: [...(done.errors as string[]), ...widths.filter((w) => w !== BOX).map((w) => `output width ${w} ≠ ${BOX}`)],
-        foreignCpus: cpus.foreign,
         cpus,
       };
     },
@@ -260,22 +256,13 @@ function httpSide(
 }
 
 /** One GET: the whole answer (a 200 of type `mime`, else thrown) and its Imgapi-Cache header. */
-function get(url: string, mime: string): Promise<{ body: Buffer; cache: string | undefined }> {
-  return new Promise((resolve, reject) => {
-    const request = http.get(url, (response) => {
-      const chunks: Buffer[] = [];
-      response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('error', reject);
-      response.on('end', () => {
-        const body = Buffer.concat(chunks);
-        const type = response.headers['content-type'];
-        if (response.statusCode !== 200) reject(new Error(`${response.statusCode}: ${body.toString('utf8', 0, 300)}`));
-        else if (type !== mime) reject(new Error(`content-type ${type} ≠ ${mime}`));
-        else resolve({ body, cache: response.headers['imgapi-cache'] as string | undefined });
-      });
-    });
-    request.on('error', reject);
-  });
+async function get(url: string, mime: string): Promise<{ body: Buffer; cache: string | null }> {
+  const response = await fetch(url);
+  const body = Buffer.from(await response.arrayBuffer());
+  if (response.status !== 200) throw new Error(`${response.status}: ${body.toString('utf8', 0, 300)}`);
+  const type = response.headers.get('content-type');
+  if (type !== mime) throw new Error(`content-type ${type} ≠ ${mime}`);
+  return { body, cache: response.headers.get('imgapi-cache') };
 }
 
 const transformOf = (format: Format) => `w:${BOX},h:${BOX},f:${format.key}${format.quality ? `,q:${format.quality}` : ''}`;
@@ -426,7 +413,8 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   const parts = process.env.BENCH_DELIVERY_PARTS?.split(',') ?? ['misses', 'hits'];
   const report: string[] = [];
 
-  // File 0 warms every side up (and is the cached hit); round r uses files 1 + r·jobs … (r+1)·jobs.
+  // File 0 is the cached hit; it and files 1 … warmup warm every side up; round r uses files
+  // 1 + warmup + r·jobs … warmup + (r+1)·jobs.
   const inputs = await prepareInputs(ctx, 1 + warmup + maxRounds * jobs);
   report.push(`input: ${inputs.description}: ${(inputs.bytes / MiB).toFixed(2)} MiB, ${inputs.files.length} files differing by a JPEG comment only`);
 
@@ -480,10 +468,13 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
       `${jobs} renders per format, round and side, ${inFlight} in flight; up to ${maxRounds} rounds, the sides back to back in a rotating order`,
   );
 
-  ctx.log('warming up');
+  // Untimed: file 0 on every side (the cached hit's render), and with misses to measure the
+  // BENCH_DELIVERY_WARMUP files after it (see the header).
+  const warmRenders = parts.includes('misses') ? 1 + warmup : 1;
+  ctx.log(`warming up: ${warmRenders} render(s) per format and side`);
   for (const format of formats) {
-    for (const side of [serviceSide, ipx]) {
-      const warm = await side.run(format, 0, 1, 1);
+    for (const side of Object.values(sides)) {
+      const warm = await side.run(format, 0, warmRenders, inFlight);
       if (warm.errors.length) throw new Error(`${side.name} warm-up (${format.key}): ${warm.errors[0]}`);
     }
   }
@@ -498,15 +489,6 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   // Rounds
   const measured = new Map(formats.map((f) => [f.key, { bare: [] as RoundResult[], service: [] as RoundResult[], ipx: [] as RoundResult[] }]));
   let lastRoundSeconds = 0;
-  if (parts.includes('misses') && warmup > 0) {
-    for (const format of formats) {
-      for (const name of SIDES) {
-        ctx.log(`warm-up: ${label(format)}: ${name}, ${warmup} renders`);
-        const result = await sides[name].run(format, 1, warmup, inFlight);
-        if (result.errors.length) throw new Error(`warm-up of ${name} (${label(format)}): ${result.errors[0]}`);
-      }
-    }
-  }
   let roundsRun = 0;
   for (let r = 0; r < (parts.includes('misses') ? maxRounds : 0); r++) {
     if (r > 0 && ctx.secondsLeft() < lastRoundSeconds * 1.2 + hitSeconds + 10) {
@@ -527,7 +509,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
     roundsRun++;
   }
 
-  // Cached hits: a render of file 0 (warmed above), about 20 KB.
+  // Cached hits: the render of file 0 (made at the warm-up), about 20 KB.
   const hitFormat = formats.find((f) => f.key === 'webp') ?? formats[0]!;
   const hits = parts.includes('hits')
     ? await measureHits(ctx, {
@@ -558,7 +540,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
     const m = measured.get(format.key)!;
     for (const name of SIDES) {
       report.push(
-        `  ${label(format).padEnd(9)} ${name.padEnd(7)} ${m[name].map((r) => `${fmt(r.throughput).padStart(6)} [${fmt(r.foreignCpus, 1)}]`).join('  ')}`,
+        `  ${label(format).padEnd(9)} ${name.padEnd(7)} ${m[name].map((r) => `${fmt(r.throughput).padStart(6)} [${fmt(r.cpus.foreign, 1)}]`).join('  ')}`,
       );
     }
   }
@@ -602,7 +584,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
           `${fmt(l.p50, 0)} / ${fmt(l.p99, 0)} ms · ${fmt(median(all(m[side], (r) => r.bytes)), 0)} B${errors(side).length ? ` · ${errors(side).length} errors: ${errors(side)[0]}` : ''}`,
       );
     }
-    const foreign = median(SIDES.flatMap((s) => m[s].map((r) => r.foreignCpus)));
+    const foreign = median(SIDES.flatMap((s) => m[s].map((r) => r.cpus.foreign)));
     const note = (side: SideName) => {
       const l = latency(side);
       return `CPU ${fmt(cpu[side], 1)} ms/render; p50 ${fmt(l.p50, 0)} ms, p99 ${fmt(l.p99, 0)} ms; other work ${fmt(foreign, 1)} CPUs${errors(side).length ? `; ${errors(side).length} errors` : ''}`;
@@ -686,7 +668,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
     rows.push(...hits.rows);
   }
 
-  const foreignCpus = median([...measured.values()].flatMap((m) => SIDES.flatMap((s) => m[s].map((r) => r.foreignCpus))));
+  const foreignCpus = median([...measured.values()].flatMap((m) => SIDES.flatMap((s) => m[s].map((r) => r.cpus.foreign))));
   const cpus = os.availableParallelism();
   report.push('');
   report.push(

@@ -290,8 +290,9 @@ export const VARIABLES = {
     doc: '`true` delivers webhooks to loopback, private (RFC 1918, ULA), link-local and other non-public addresses too: for an install whose receivers are on its internal network. Off, such URLs are refused at creation and at each delivery',
   },
   RENDER_CONCURRENCY: {
-    // Two per CPU: with one, the CPUs idle while a render's file reads and libvips' header read
-    // go through libuv and back (docs/benchmarks.md, 2026-11-27: JPEG misses 0.67 → 0.76 of bare sharp).
+    // Two per CPU: with one, the CPUs idle while a render's file reads (and, for a source libvips
+    // reads the header of, that read) go through libuv and back (docs/benchmarks.md, 2026-11-27:
+    // JPEG misses 0.67 → 0.76 of bare sharp).
     ...integer(2 * cpuCount, 1, 256, 'twice the CPU count'),
     doc: 'delivery-URL renders (cache misses of `/r/…`) this process makes at once, beside the task workers',
   },

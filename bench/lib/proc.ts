@@ -135,6 +135,13 @@ export class ForeignLoad {
   private readonly busy0 = machineBusySeconds();
   private readonly self0 = process.cpuUsage();
   private readonly started = performance.now();
+  private ended?: { busy: number; self: NodeJS.CpuUsage; at: number };
+
+  /** Ends the stretch now, though `shares` is asked later (when what the client spent is known). */
+  end(): this {
+    this.ended = { busy: machineBusySeconds(), self: process.cpuUsage(this.self0), at: performance.now() };
+    return this;
+  }
 
   /** `measuredCpuSeconds`: what the measured processes used meanwhile. Returns busy CPUs elsewhere. */
   stop(measuredCpuSeconds: number): number {
@@ -147,9 +154,9 @@ export class ForeignLoad {
    * process), and other work (the rest).
    */
   shares(measuredCpuSeconds: number, clientCpuSeconds = 0): CpuShares {
-    const self = process.cpuUsage(this.self0);
-    const wall = (performance.now() - this.started) / 1000;
-    const machine = machineBusySeconds() - this.busy0;
+    const self = this.ended?.self ?? process.cpuUsage(this.self0);
+    const wall = ((this.ended?.at ?? performance.now()) - this.started) / 1000;
+    const machine = (this.ended?.busy ?? machineBusySeconds()) - this.busy0;
     const bench = (self.user + self.system) / 1e6 + clientCpuSeconds;
     return {
       machine: machine / wall,

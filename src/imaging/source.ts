@@ -38,35 +38,23 @@ export interface SourceInfo {
    * (rawDecoderOf); openSource given it does not read the file's head again.
    */
   rawDecoder?: RawDecoderName | null;
-  /**
-   * Set by inspect: the whole file, when libvips decodes it and it is at most READ_WHOLE_BYTES;
-   * openSource given it decodes from memory and does not open the file again.
-   */
-  bytes?: Buffer;
 }
 
 /** Opens one frame (`page`), or with -1 the whole animation, as a sharp image. */
 export type OpenSource = (page: number) => Sharp;
 
-/**
- * Sources libvips decodes are read whole, once, up to this size: the header is read from the
- * bytes and libvips decodes them from memory. From the file, libvips opens it again and reads it
- * 4 KiB at a time on its own threads: 0.3–0.9 ms more CPU per render of a 0.5 MiB JPEG.
- */
-const READ_WHOLE_BYTES = 16 * 1024 * 1024;
-
 /** Reads the header and enforces the plan's pixel and frame limits before any decoding. */
 export async function inspect(inputPath: string, inputFormat: string, limits: ImageLimits): Promise<SourceInfo> {
-  const { head, bytes } = await readStart(inputPath, inputFormat);
+  const head = await headOf(inputPath, inputFormat);
   const decoder = isRawDecoded(inputFormat) ? inputFormat : head && rawDecoderFor(inputFormat, head);
   const sequence = !decoder && readsHeifSequences(inputFormat) ? await sequenceHeaderOf(inputPath, inputFormat) : undefined;
   const info = decoder
     ? await inspectRaw(inputPath, inputFormat, decoder)
     : sequence
       ? sequenceInfo(sequence, inputFormat)
-      : (headerFromHead(inputFormat, head) ?? (await inspectWithLibvips(inputPath, inputFormat, limits, bytes)));
+      : (headerFromHead(inputFormat, head) ?? (await inspectWithLibvips(inputPath, inputFormat, limits)));
   checkSource(info, limits);
-  return { ...info, rawDecoder: decoder ?? null, ...(bytes && !decoder ? { bytes } : {}) };
+  return { ...info, rawDecoder: decoder ?? null };
 }
 
 /** An AVIF image sequence's header (avif-sequence.ts), or undefined when the AVIF is a still image. */
@@ -104,37 +92,10 @@ export async function rawDecoderOf(inputPath: string, inputFormat: string): Prom
   return rawDecoderFor(inputFormat, head);
 }
 
-/**
- * What inspect reads of the file first: the whole file where libvips decodes it from memory
- * (libvipsInput) and it is at most READ_WHOLE_BYTES; else the head where inspect reads something
- * in it, a variant to tell apart (lossless JPEG) or the header itself.
- */
-async function readStart(inputPath: string, inputFormat: string): Promise<{ head?: Buffer; bytes?: Buffer }> {
-  const wantsHead = !isRawDecoded(inputFormat) && (mayBeRawDecoded(inputFormat) || readsHeaderInHead(inputFormat));
-  const mayReadWhole = decodedFromMemory(inputFormat);
-  if (!wantsHead && !mayReadWhole) return {};
-  const handle = await fs.promises.open(inputPath, 'r');
-  try {
-    const size = mayReadWhole ? (await handle.stat()).size : Infinity;
-    if (size <= READ_WHOLE_BYTES) {
-      const bytes = await readFully(handle, Buffer.allocUnsafe(size));
-      return { head: bytes.subarray(0, SNIFF_HEAD_BYTES), bytes };
-    }
-    return wantsHead ? { head: await readFully(handle, Buffer.alloc(SNIFF_HEAD_BYTES)) } : {};
-  } finally {
-    await handle.close();
-  }
-}
-
-/** Fills `into` from the file's start, or as much of it as the file holds. */
-async function readFully(handle: fs.promises.FileHandle, into: Buffer): Promise<Buffer> {
-  let filled = 0;
-  while (filled < into.length) {
-    const { bytesRead } = await handle.read(into, filled, into.length - filled, filled);
-    if (bytesRead === 0) break;
-    filled += bytesRead;
-  }
-  return into.subarray(0, filled);
+/** The file's head where inspect reads something in it: a variant to tell apart (lossless JPEG), or the header itself. */
+function headOf(inputPath: string, inputFormat: string): Promise<Buffer | undefined> {
+  const wanted = !isRawDecoded(inputFormat) && (mayBeRawDecoded(inputFormat) || readsHeaderInHead(inputFormat));
+  return wanted ? readHead(inputPath) : Promise.resolve(undefined);
 }
 
 /** A file's header from its head (the format table's headerInHead), as a SourceInfo; undefined for libvips to read it. */
@@ -147,7 +108,9 @@ function headerFromHead(inputFormat: string, head: Buffer | undefined): SourceIn
 async function readHead(inputPath: string): Promise<Buffer> {
   const handle = await fs.promises.open(inputPath, 'r');
   try {
-    return await readFully(handle, Buffer.alloc(SNIFF_HEAD_BYTES));
+    const head = Buffer.alloc(SNIFF_HEAD_BYTES);
+    const { bytesRead } = await handle.read(head, 0, head.length, 0);
+    return head.subarray(0, bytesRead);
   } finally {
     await handle.close();
   }
@@ -158,11 +121,11 @@ async function inspectRaw(inputPath: string, inputFormat: string, decoder: RawDe
   return { format: inputFormat, width: header.width, height: header.height, frames: 1, hasAlpha: header.hasAlpha };
 }
 
-async function inspectWithLibvips(inputPath: string, inputFormat: string, limits: ImageLimits, bytes?: Buffer): Promise<SourceInfo> {
+async function inspectWithLibvips(inputPath: string, inputFormat: string, limits: ImageLimits): Promise<SourceInfo> {
   let meta: Metadata;
   let page: number | undefined;
   try {
-    const input = await libvipsInput(inputPath, inputFormat, limits.maxPixels, bytes);
+    const input = await libvipsInput(inputPath, inputFormat, limits.maxPixels);
     // A HEIF file's image is its primary item (heif-items.ts), whatever libvips reads first.
     ({ meta, page } = await primaryItemMetadata(input, await sharp(input, { limitInputPixels: false }).metadata()));
   } catch (err) {
@@ -198,10 +161,10 @@ export async function openSource(
   maxPixels: number,
   animated = false,
   sequences?: SequenceDecoding,
-  /** What inspect read of the file already: its rawDecoderOf and, when small, its bytes. */
-  known?: Pick<SourceInfo, 'rawDecoder' | 'bytes'>,
+  /** The file's rawDecoderOf when known already (SourceInfo.rawDecoder). */
+  knownDecoder?: RawDecoderName | null,
 ): Promise<OpenSource> {
-  const decoder = known?.rawDecoder === undefined ? await rawDecoderOf(inputPath, inputFormat) : (known.rawDecoder ?? undefined);
+  const decoder = knownDecoder === undefined ? await rawDecoderOf(inputPath, inputFormat) : (knownDecoder ?? undefined);
   if (decoder) {
     // On a thread of its own: these decoders run to the end once started (decode-thread.ts).
     const decoded = await decodeForSharp(inputPath, decoder, maxPixels);
@@ -209,7 +172,7 @@ export async function openSource(
   }
   const sequence = sequences && readsHeifSequences(inputFormat) ? await sequenceHeaderOf(inputPath, inputFormat) : undefined;
   if (sequence) return openSequence(inputPath, sequence, animated, sequences!);
-  const input = await libvipsInput(inputPath, inputFormat, maxPixels, known?.bytes);
+  const input = await libvipsInput(inputPath, inputFormat, maxPixels);
   // A HEIF file (AVIF) is one image, its primary item: that page whichever is asked.
   const primary = readsHeifSequences(inputFormat)
     ? primaryPage(
@@ -258,18 +221,14 @@ async function openSequence(inputPath: string, header: SequenceHeader, animated:
 
 /**
  * What libvips reads for a source it decodes: SVG from memory, rewritten without outside
- * references; an AVIF image sequence with its brand said as `avif` (heif-items.ts); else the
- * file's `bytes` when inspect read them whole, or the path.
+ * references; an AVIF image sequence with its brand said as `avif` (heif-items.ts); else the path.
  */
-export async function libvipsInput(inputPath: string, inputFormat: string, maxPixels: number, bytes?: Buffer): Promise<string | Buffer> {
+export async function libvipsInput(inputPath: string, inputFormat: string, maxPixels: number): Promise<string | Buffer> {
   // Rewritten on the decoding thread: a parse of the whole document (decode-worker.ts).
   if (hasOutsideReferences(inputFormat)) return safeSvgOffThread({ file: inputPath }, maxPixels);
   if (readsHeifSequences(inputFormat)) return libvipsAvifInput(inputPath);
-  return bytes ?? inputPath;
+  return inputPath;
 }
-
-/** libvipsInput gives libvips these formats' bytes as they are: inspect may read them whole for it. */
-const decodedFromMemory = (format: string): boolean => !isRawDecoded(format) && !hasOutsideReferences(format) && !readsHeifSequences(format);
 
 /**
  * EXIF orientation applied, once. Raw-decoded pixels carry none (the HEIC decoder applies the

@@ -38,6 +38,7 @@ import { aiQuality } from './scenarios/ai-quality.js';
 import { pipelineScenario } from './scenarios/pipeline.js';
 import { conformanceScenario } from './scenarios/conformance.js';
 import { deliveryScenario } from './scenarios/delivery.js';
+import { deliveryAbScenario } from './scenarios/delivery-ab.js';
 import { facesScenario } from './scenarios/faces.js';
 import { jobStatements } from './scenarios/job-statements.js';
 import { jxlScenario } from './scenarios/jxl.js';
@@ -67,6 +68,7 @@ const scenarios: Scenario[] = [
   statusPolls,
   jobStatements,
   deliveryScenario,
+  deliveryAbScenario,
   queuePickup,
   presentationBench,
   pdfScenario,

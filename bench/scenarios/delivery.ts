@@ -64,13 +64,13 @@ const HIT_WARMUP_SECONDS = 2;
 /** Requests of the hit render, BENCH_DELIVERY_IN_FLIGHT at a time, for its latency as a page sees it. */
 const OWN_CLIENT_HITS = 400;
 
-interface Format {
+export interface Format {
   key: 'jpeg' | 'webp' | 'avif' | 'png';
   /** `q`, where the workload sets one (the PNG is lossless, zlib level 6). */
   quality?: number;
   mime: string;
 }
-const ALL_FORMATS: Format[] = [
+export const ALL_FORMATS: Format[] = [
   { key: 'jpeg', quality: 80, mime: 'image/jpeg' },
   { key: 'webp', quality: 75, mime: 'image/webp' },
   { key: 'avif', quality: 65, mime: 'image/avif' },
@@ -129,7 +129,7 @@ const fileName = (index: number) => `photo-${String(index).padStart(4, '0')}.jpg
  * cropped to DIV2K's 2040×1356 around its centre, JPEG q90; then `count` copies that differ only
  * by a COM segment after SOI, so every file is a distinct source with identical decoding work.
  */
-async function prepareInputs(ctx: BenchContext, count: number): Promise<Inputs> {
+export async function prepareInputs(ctx: BenchContext, count: number): Promise<Inputs> {
   const corpus = path.resolve(process.env.BENCH_CORPUS ?? path.join(ctx.repoRoot, '../shared/corpus'));
   const source = path.join(corpus, 'images/wikimedia/Carrie.jpg');
   const [width, height] = [2040, 1356];
@@ -274,11 +274,11 @@ async function get(url: string, mime: string): Promise<{ body: Buffer; cache: st
   return { body, cache: response.headers.get('imgapi-cache') };
 }
 
-const transformOf = (format: Format) => `w:${BOX},h:${BOX},f:${format.key}${format.quality ? `,q:${format.quality}` : ''}`;
+export const transformOf = (format: Format) => `w:${BOX},h:${BOX},f:${format.key}${format.quality ? `,q:${format.quality}` : ''}`;
 const ipxModifiers = (format: Format) => `s_${BOX}x${BOX},fit_inside,f_${format.key}${format.quality ? `,q_${format.quality}` : ''}`;
 
 /** `/r/{keyId}/{signature}/{transform}/{source}`, signed as API.md says. */
-function signedPath(key: { keyId: string; secret: string }, transform: string, source: string): string {
+export function signedPath(key: { keyId: string; secret: string }, transform: string, source: string): string {
   const signed = `${transform}/${source}`;
   return `/r/${key.keyId}/${crypto.createHmac('sha256', key.secret).update(signed).digest('base64url')}/${signed}`;
 }

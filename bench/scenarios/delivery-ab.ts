@@ -20,7 +20,7 @@ import { cpuSecondsOf, threadCpuNsOf } from '../lib/proc.js';
 import { distIsStale, startService, type Service } from '../lib/service.js';
 import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
 import { requireWrk, wrkUrlList } from '../lib/wrk.js';
-import { ALL_FORMATS, prepareInputs, signedPath, transformOf, type Format } from './delivery.js';
+import { ALL_FORMATS, label, prepareInputs, signedPath, transformOf, type Format } from './delivery.js';
 
 interface AbSide {
   name: 'A' | 'B';
@@ -162,8 +162,6 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   ];
   return { rows, report, details: { other: path.resolve(other), format: format.key, pairs, size, inFlight, measured, main, whole } };
 }
-
-const label = (f: Format) => `${f.key.toUpperCase()}${f.quality ? ` q${f.quality}` : ''}`;
 
 export const deliveryAbScenario: Scenario = {
   name: 'delivery-ab',

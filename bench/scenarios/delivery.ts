@@ -77,7 +77,7 @@ export const ALL_FORMATS: Format[] = [
   { key: 'png', mime: 'image/png' },
 ];
 const fmt = (n: number | null | undefined, digits = 2) => (n === null || n === undefined || Number.isNaN(n) ? '—' : n.toFixed(digits));
-const label = (f: Format) => `${f.key.toUpperCase()}${f.quality ? ` q${f.quality}` : ''}`;
+export const label = (f: Format) => `${f.key.toUpperCase()}${f.quality ? ` q${f.quality}` : ''}`;
 
 type SideName = 'bare' | 'service' | 'ipx';
 const SIDES: SideName[] = ['bare', 'service', 'ipx'];

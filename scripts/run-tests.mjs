@@ -148,8 +148,9 @@ function longestFirst(files) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The run itself happens in a child process started with `--import tsx`, which the test files'
-// processes inherit: node:test's run() keeps the order it is given (the CLI's `--test` sorts).
+// The run itself happens in a child process started with `--import tsx/esm` (the sources and the
+// tests are ES modules: tsx's CommonJS hook would only cost time), which the test files' processes
+// inherit: node:test's run() keeps the order it is given (the CLI's `--test` sorts).
 
 function option(args, name) {
   const arg = args.find((a) => a.startsWith(`${name}=`));
@@ -237,7 +238,7 @@ async function main() {
     only: options.includes('--test-only'),
     record: options.includes('--record-durations'),
   });
-  const child = spawn(node.bin, ['--import', 'tsx', fileURLToPath(import.meta.url)], { cwd: ROOT, env, stdio: 'inherit' });
+  const child = spawn(node.bin, ['--import', 'tsx/esm', fileURLToPath(import.meta.url)], { cwd: ROOT, env, stdio: 'inherit' });
   const forward = (signal) => child.kill(signal);
   process.on('SIGINT', forward);
   process.on('SIGTERM', forward);

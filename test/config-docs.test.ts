@@ -3,11 +3,10 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
 import { describe, it } from 'node:test';
 import { CONFIGURATION_DOC, withEnvironmentTable } from '../scripts/config-docs.js';
 import { VARIABLES, loadConfig } from '../src/config.js';
-import { REPO_ROOT } from './helpers.js';
+import { MAIN_ENTRY, REPO_ROOT } from './helpers.js';
 
 const NAMES = Object.keys(VARIABLES).sort();
 
@@ -33,7 +32,7 @@ describe('environment variables', () => {
   });
 
   it('`imgapi help` lists every variable', () => {
-    const help = spawnSync(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'src', 'main.ts'), 'help'], {
+    const help = spawnSync(process.execPath, [...MAIN_ENTRY, 'help'], {
       cwd: REPO_ROOT,
       encoding: 'utf8',
     });

@@ -16,9 +16,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { REPO_ROOT, corpusFile, tempDir, type TestServer } from './helpers.js';
+import { MAIN_ENTRY, REPO_ROOT, corpusFile, tempDir, type TestServer } from './helpers.js';
 import { startPublicServer } from './sdk/support.js';
 
 const RUN = ['sh', 'ts', 'json'] as const;
@@ -251,23 +250,6 @@ describe('docs', () => {
   });
 });
 
-/** How to start this checkout's CLI: dist/src/main.js when no source is newer, else src/main.ts through tsx. */
-const CLI = ((): string[] => {
-  const compiled = path.join(REPO_ROOT, 'dist', 'src', 'main.js');
-  const built = fs.existsSync(compiled) ? fs.statSync(compiled).mtimeMs : 0;
-  const newest = (dir: string): number =>
-    Math.max(
-      0,
-      ...fs.readdirSync(dir, { withFileTypes: true }).map((e) => {
-        const full = path.join(dir, e.name);
-        if (e.isDirectory()) return e.name === 'dist' ? 0 : newest(full);
-        return e.name.endsWith('.ts') ? fs.statSync(full).mtimeMs : 0;
-      }),
-    );
-  if (built > Math.max(newest(path.join(REPO_ROOT, 'src')), newest(path.join(REPO_ROOT, 'sdk')))) return [compiled];
-  return ['--import', pathToFileURL(path.join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href, path.join(REPO_ROOT, 'src', 'main.ts')];
-})();
-
 /** A directory holding the files the examples name, and `npx imgapi` resolving to this checkout. */
 function scratchDirectory(): string {
   const dir = tempDir('imgapi-docs-sh-');
@@ -281,7 +263,7 @@ function scratchDirectory(): string {
   // (bin/imgapi.mjs would run setup first, and wait for any other setup on the machine.)
   const bin = path.join(dir, 'node_modules', '.bin', 'imgapi');
   fs.mkdirSync(path.dirname(bin), { recursive: true });
-  fs.writeFileSync(bin, `#!/bin/sh\nexec '${process.execPath}' ${CLI.map((a) => `'${a}'`).join(' ')} "$@"\n`, { mode: 0o755 });
+  fs.writeFileSync(bin, `#!/bin/sh\nexec '${process.execPath}' ${MAIN_ENTRY.map((a) => `'${a}'`).join(' ')} "$@"\n`, { mode: 0o755 });
   return dir;
 }
 

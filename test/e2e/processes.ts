@@ -1,12 +1,11 @@
-// The service as child processes, run from the sources through tsx (no build needed) or from the
-// build: what the multi-process tests (scale-out, PostgreSQL stress, storage invariant with a
-// SIGKILL) start and watch.
+// The service as child processes, run as this checkout is (MAIN_ENTRY: the build when it is
+// current, else the sources through tsx) or from the build: what the multi-process tests
+// (scale-out, PostgreSQL stress, storage invariant with a SIGKILL) start and watch.
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
-import { REPO_ROOT, nodeOptions, sleep } from '../helpers.js';
+import { MAIN_ENTRY, REPO_ROOT, nodeOptions, sleep } from '../helpers.js';
 
-const MAIN_TS = path.join(REPO_ROOT, 'src', 'main.ts');
 /** The built entry point (dist/), for tests that run what `npm start` runs. */
 export const BUILT_MAIN = path.join(REPO_ROOT, 'dist', 'src', 'main.js');
 
@@ -21,9 +20,9 @@ export interface Proc {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** `imgapi <args>` in a child process with exactly `env` (plus PATH and HOME), from the sources or the build. */
-export function startProc(name: string, args: string[], env: Record<string, string>, from: 'sources' | 'build' = 'sources'): Proc {
-  const entry = from === 'build' ? [BUILT_MAIN] : ['--import', 'tsx', MAIN_TS];
+/** `imgapi <args>` in a child process with exactly `env` (plus PATH and HOME), from this checkout as it is (MAIN_ENTRY) or from the build. */
+export function startProc(name: string, args: string[], env: Record<string, string>, from: 'current' | 'build' = 'current'): Proc {
+  const entry = from === 'build' ? [BUILT_MAIN] : MAIN_ENTRY;
   const child = spawn(process.execPath, [...entry, ...args], {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...nodeOptions(), ...env },

@@ -7,17 +7,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { REPO_ROOT, tempDir } from '../helpers.js';
+import { MAIN_ENTRY, REPO_ROOT, tempDir } from '../helpers.js';
 import { migrate, openDatabase } from '../../src/db/database.js';
 import { s3Environment } from '../../src/ops/cli.js';
 
-const MAIN = path.join(REPO_ROOT, 'src', 'main.ts');
 const CONFIG = ['DATA_DIR', 'DATABASE_URL', 'STORAGE', 'PLANS_FILE', 'LOG_LEVEL'];
 const baseEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !CONFIG.includes(k) && !k.startsWith('S3_')));
 
 function imgapi(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], { cwd: REPO_ROOT, env: { ...baseEnv, LOG_LEVEL: 'warn', ...env } });
+    const child = spawn(process.execPath, [...MAIN_ENTRY, ...args], { cwd: REPO_ROOT, env: { ...baseEnv, LOG_LEVEL: 'warn', ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));

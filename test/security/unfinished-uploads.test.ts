@@ -24,6 +24,7 @@ import pino from 'pino';
 import {
   Client,
   DIALECTS,
+  MAIN_ENTRY,
   POSTGRES_URL,
   REPO_ROOT,
   apiFetch,
@@ -812,7 +813,7 @@ describe('a process killed mid-upload', () => {
   let child: ChildProcess | undefined;
 
   async function serve(port: number): Promise<ChildProcess> {
-    const proc = spawn(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'src', 'main.ts'), 'serve'], {
+    const proc = spawn(process.execPath, [...MAIN_ENTRY, 'serve'], {
       cwd: REPO_ROOT,
       env: { ...env, PORT: String(port) },
       stdio: 'ignore',

@@ -200,6 +200,18 @@ async function startBare(ctx: BenchContext, inputs: Inputs, threads: number): Pr
 }
 
 /**
+ * CPU per empty file created in `dir` (the render cache's stores create one per miss there): bare
+ * sharp and ipx create none, so what it costs on this machine's file system is the service's alone.
+ * The files are left (their deletion would make the next creations dearer) for the cleanup.
+ */
+function fileCreateCpuMs(dir: string, count = 200): number {
+  const before = process.cpuUsage();
+  for (let i = 0; i < count; i++) fs.closeSync(fs.openSync(path.join(dir, `bench-create-probe-${i}`), 'w'));
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / 1000 / count;
+}
+
+/**
  * A side reached over HTTP: the service or ipx, asked by wrk walking the round's URLs once
  * (bench/lib/wrk.ts wrkUrlList, `inFlight` connections; each answer's head kept, the width check
  * after the round is timed). The client shares the CPUs with the side it drives, and bare sharp
@@ -496,6 +508,10 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   await sleep(2000);
   const idleMsPerSecond = (((cpuSecondsOf(service.pid) ?? NaN) - idleCpu0) * 1000) / 2;
   report.push(`service idle (no request, task workers waiting): ${fmt(idleMsPerSecond, 1)} ms of CPU a second`);
+  report.push(
+    `a file created where the service's stores create theirs: ${fmt(fileCreateCpuMs(path.join(ctx.tmpDir, 'service', 'data', 'objects', '.tmp')), 3)} ms of CPU ` +
+      '(each miss creates one; ext4 without a journal skips the inodes freed near it in the last minutes, so after mass deletions there it costs up to 0.8 ms)',
+  );
 
   // Rounds
   const measured = new Map(formats.map((f) => [f.key, { bare: [] as RoundResult[], service: [] as RoundResult[], ipx: [] as RoundResult[] }]));

@@ -40,8 +40,8 @@ export const nodeOptions = (): { NODE_OPTIONS?: string } => (process.env.NODE_OP
 /**
  * How a child process runs this checkout's `imgapi`: the build (dist/src/main.js) when no source
  * is newer than it, as after `npm test`'s setup, else src/main.ts through tsx. A process through
- * tsx spends about 0.7 s more CPU starting (its loader reads and maps every module), and the
- * suite starts a few hundred.
+ * tsx spends about 0.7 s more CPU starting (its loader reads and maps every module): the
+ * multi-process tests start one per service, CLI call and restart.
  */
 export const MAIN_ENTRY: readonly string[] = (() => {
   const built = path.join(REPO_ROOT, 'dist', 'src', 'main.js');

@@ -38,27 +38,43 @@ export const POSTGRES_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgre
 export const nodeOptions = (): { NODE_OPTIONS?: string } => (process.env.NODE_OPTIONS ? { NODE_OPTIONS: process.env.NODE_OPTIONS } : {});
 
 /**
- * How a child process runs this checkout's `imgapi`: the build (dist/src/main.js) when no source
- * is newer than it, as after `npm test`'s setup, else src/main.ts through tsx. A process through
- * tsx spends about 0.7 s more CPU starting (its loader reads and maps every module): the
+ * Why dist/ does not hold this checkout's code — no build, or a `.ts` under src/ or sdk/ (which it
+ * is built from) newer than it — or undefined when it does. The bench warns with it; MAIN_ENTRY
+ * runs the sources instead.
+ */
+export function distIsStale(repoRoot: string): string | undefined {
+  const mainJs = path.join(repoRoot, 'dist', 'src', 'main.js');
+  if (!fs.existsSync(mainJs)) return 'dist/src/main.js is missing: run `npm run build`';
+  const built = fs.statSync(mainJs).mtimeMs;
+  let newest = { file: '', mtime: -Infinity };
+  const walk = (dir: string) => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) {
+        if (entry.name !== 'dist' && entry.name !== 'node_modules') walk(full);
+      } else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts')) {
+        const mtime = fs.statSync(full).mtimeMs;
+        if (mtime > newest.mtime) newest = { file: full, mtime };
+      }
+    }
+  };
+  walk(path.join(repoRoot, 'src'));
+  walk(path.join(repoRoot, 'sdk'));
+  return newest.mtime > built
+    ? `${path.relative(repoRoot, newest.file)} is newer than dist/: the service runs the last build (npm run build)`
+    : undefined;
+}
+
+/**
+ * How a child process runs this checkout's `imgapi`: the build (dist/src/main.js) when it is
+ * current, as after `npm test`'s setup, else src/main.ts through tsx. A process through tsx
+ * spends about 0.7 s more CPU starting (its loader reads and maps every module): the
  * multi-process tests start one per service, CLI call and restart.
  */
-export const MAIN_ENTRY: readonly string[] = (() => {
-  const built = path.join(REPO_ROOT, 'dist', 'src', 'main.js');
-  const builtAt = fs.existsSync(built) ? fs.statSync(built).mtimeMs : 0;
-  const newest = (dir: string): number =>
-    Math.max(
-      0,
-      ...fs.readdirSync(dir, { withFileTypes: true }).map((e) => {
-        const full = path.join(dir, e.name);
-        if (e.isDirectory()) return e.name === 'dist' || e.name === 'node_modules' ? 0 : newest(full);
-        return e.name.endsWith('.ts') ? fs.statSync(full).mtimeMs : 0;
-      }),
-    );
-  if (builtAt > Math.max(newest(path.join(REPO_ROOT, 'src')), newest(path.join(REPO_ROOT, 'sdk')))) return [built];
-  // tsx's ESM loader only: the sources are ES modules (its CommonJS hook costs another 0.2 s).
-  return ['--import', import.meta.resolve('tsx/esm'), path.join(REPO_ROOT, 'src', 'main.ts')];
-})();
+export const MAIN_ENTRY: readonly string[] = distIsStale(REPO_ROOT)
+  ? // tsx's ESM loader only: the sources are ES modules (its CommonJS hook costs another 0.2 s).
+    ['--import', import.meta.resolve('tsx/esm'), path.join(REPO_ROOT, 'src', 'main.ts')]
+  : [path.join(REPO_ROOT, 'dist', 'src', 'main.js')];
 
 /**
  * Builds what `npm test`'s setup builds (dist/, web/dist) when it is stale: setup --build-only on

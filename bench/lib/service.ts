@@ -9,6 +9,9 @@ import { findJemalloc, serverEnvironment } from '../../scripts/start.mjs';
 import { sleep } from './pool.js';
 import { freePort } from '../../test/e2e/processes.js';
 
+/** Whether dist/ holds this checkout's code, as the tests decide it (MAIN_ENTRY). */
+export { distIsStale } from '../../test/helpers.js';
+
 export interface ServiceOptions {
   repoRoot: string;
   /** A directory of its own; the data dir and plans file go in it. */
@@ -29,28 +32,6 @@ export interface Service {
   stderr(): string;
   /** SIGTERM, then SIGKILL after `graceMs`. */
   stop(graceMs?: number): Promise<void>;
-}
-
-/** The newest .ts under src/ is newer than dist/src/main.js: the service would run old code. */
-export function distIsStale(repoRoot: string): string | undefined {
-  const mainJs = path.join(repoRoot, 'dist', 'src', 'main.js');
-  if (!fs.existsSync(mainJs)) return 'dist/src/main.js is missing: run `npm run build`';
-  const built = fs.statSync(mainJs).mtimeMs;
-  let newest = { file: '', mtime: -Infinity };
-  const walk = (dir: string) => {
-    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-      const full = path.join(dir, entry.name);
-      if (entry.isDirectory()) walk(full);
-      else if (entry.name.endsWith('.ts')) {
-        const mtime = fs.statSync(full).mtimeMs;
-        if (mtime > newest.mtime) newest = { file: full, mtime };
-      }
-    }
-  };
-  walk(path.join(repoRoot, 'src'));
-  return newest.mtime > built
-    ? `${path.relative(repoRoot, newest.file)} is newer than dist/: the service runs the last build (npm run build)`
-    : undefined;
 }
 
 /** Only what the service needs from our environment: no stray DATABASE_URL, WORKER_CONCURRENCY… */

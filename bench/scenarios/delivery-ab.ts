@@ -12,15 +12,13 @@
 // Environment: BENCH_AB_OTHER (required; without it the scenario says so and measures nothing),
 // BENCH_AB_FORMAT=jpeg, BENCH_AB_PAIRS=24, BENCH_AB_BATCH=16, BENCH_DELIVERY_IN_FLIGHT=4,
 // BENCH_DELIVERY_WARMUP=48.
-import fs from 'node:fs';
 import path from 'node:path';
-import { ApiClient, ApiError, prepareMultipart } from '../lib/client.js';
 import { envInt, median, percentile } from '../lib/pool.js';
 import { cpuSecondsOf, threadCpuNsOf } from '../lib/proc.js';
 import { distIsStale, startService, type Service } from '../lib/service.js';
 import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
 import { requireWrk, wrkUrlList } from '../lib/wrk.js';
-import { ALL_FORMATS, label, prepareInputs, signedPath, transformOf, type Format } from './delivery.js';
+import { ALL_FORMATS, label, prepareInputs, signedPathsOf, type Format } from './delivery.js';
 
 interface AbSide {
   name: 'A' | 'B';
@@ -43,13 +41,8 @@ async function startSide(ctx: BenchContext, name: 'A' | 'B', repoRoot: string, f
     plans: { max: { requestsPerSecond: 1_000_000, monthlyRenders: 1_000_000_000 } },
   });
   ctx.onCleanup(() => service.stop());
-  const client = new ApiClient(service.url, service.key);
-  const fileIds: string[] = [];
-  for (const file of files) fileIds.push(await client.uploadPrepared(prepareMultipart(fs.readFileSync(file), path.basename(file), 'image/jpeg')));
-  const created = await client.request('POST', '/api/signing-keys', { json: {} });
-  if (created.status !== 201) throw new ApiError('POST /api/signing-keys', created);
-  const key = created.body.data as { keyId: string; secret: string };
-  return { name, repoRoot, service, pathOf: (index) => signedPath(key, transformOf(format), fileIds[index]!) };
+  const pathOf = await signedPathsOf(service, files);
+  return { name, repoRoot, service, pathOf: (index) => pathOf(format, index) };
 }
 
 /** Misses of files first … first + count − 1 on one side, with what its main thread and process spent. */

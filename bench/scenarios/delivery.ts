@@ -49,7 +49,7 @@ import {
   threadCpuDelta,
   threadCpuSecondsOf,
 } from '../lib/proc.js';
-import { distIsStale, startService } from '../lib/service.js';
+import { distIsStale, startService, type Service } from '../lib/service.js';
 import { parseWrk, requireWrk, runWrk, wrkUrlList } from '../lib/wrk.js';
 import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
 import { startWorkerProcess } from '../lib/worker-process.js';
@@ -286,11 +286,25 @@ async function get(url: string, mime: string): Promise<{ body: Buffer; cache: st
   return { body, cache: response.headers.get('imgapi-cache') };
 }
 
-export const transformOf = (format: Format) => `w:${BOX},h:${BOX},f:${format.key}${format.quality ? `,q:${format.quality}` : ''}`;
+const transformOf = (format: Format) => `w:${BOX},h:${BOX},f:${format.key}${format.quality ? `,q:${format.quality}` : ''}`;
 const ipxModifiers = (format: Format) => `s_${BOX}x${BOX},fit_inside,f_${format.key}${format.quality ? `,q_${format.quality}` : ''}`;
 
+/**
+ * The files uploaded to the service and a signing key made: the signed path of file `index`'s
+ * render in `format` (file ids in the order of `files`).
+ */
+export async function signedPathsOf(service: Service, files: string[]): Promise<(format: Format, index: number) => string> {
+  const client = new ApiClient(service.url, service.key);
+  const fileIds: string[] = [];
+  for (const file of files) fileIds.push(await client.uploadPrepared(prepareMultipart(fs.readFileSync(file), path.basename(file), 'image/jpeg')));
+  const created = await client.request('POST', '/api/signing-keys', { json: {} });
+  if (created.status !== 201) throw new ApiError('POST /api/signing-keys', created);
+  const key = created.body.data as { keyId: string; secret: string };
+  return (format, index) => signedPath(key, transformOf(format), fileIds[index]!);
+}
+
 /** `/r/{keyId}/{signature}/{transform}/{source}`, signed as API.md says. */
-export function signedPath(key: { keyId: string; secret: string }, transform: string, source: string): string {
+function signedPath(key: { keyId: string; secret: string }, transform: string, source: string): string {
   const signed = `${transform}/${source}`;
   return `/r/${key.keyId}/${crypto.createHmac('sha256', key.secret).update(signed).digest('base64url')}/${signed}`;
 }
@@ -463,23 +477,8 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
     env: serviceEnv,
   });
   ctx.onCleanup(() => service.stop());
-  const client = new ApiClient(service.url, service.key);
-  const fileIds: string[] = [];
-  for (const file of inputs.files) {
-    const body = prepareMultipart(fs.readFileSync(file), path.basename(file), 'image/jpeg');
-    fileIds.push(await client.uploadPrepared(body));
-  }
-  const created = await client.request('POST', '/api/signing-keys', { json: {} });
-  if (created.status !== 201) throw new ApiError('POST /api/signing-keys', created);
-  const key = created.body.data as { keyId: string; secret: string };
-  const serviceSide = httpSide(
-    'service',
-    service.pid,
-    service.url,
-    (format, index) => signedPath(key, transformOf(format), fileIds[index]!),
-    ctx.tmpDir,
-    'miss',
-  );
+  const pathOf = await signedPathsOf(service, inputs.files);
+  const serviceSide = httpSide('service', service.pid, service.url, pathOf, ctx.tmpDir, 'miss');
   const sides: Record<SideName, Side> = { bare, service: serviceSide, ipx };
   report.push(
     `bare sharp: child process, sharp ${bare.info.sharp} / libvips ${bare.info.vips}, sharp.concurrency() ${bare.info.concurrency}; ` +
@@ -542,7 +541,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
     ? await measureHits(ctx, {
         pid: service.pid,
         origin: service.url,
-        path: signedPath(key, transformOf(hitFormat), fileIds[0]!),
+        path: pathOf(hitFormat, 0),
         format: hitFormat,
         connections,
         seconds: hitSeconds,

@@ -8,7 +8,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_PLANS } from '../src/accounts/plans.js';
 import type { FileRecord } from '../src/files/files.js';
@@ -29,7 +28,7 @@ export async function infoScenario(): Promise<{ name: string; value: string }[]>
     const times: number[] = [];
     for (let run = 0; run < RUNS; run++) {
       const key = `bench/photo-${run}`;
-      await storage.put(key, Readable.from([fs.readFileSync(PHOTO)]));
+      await storage.put(key, fs.readFileSync(PHOTO));
       const file = { id: `file_bench${run}`, storage_key: key, format: 'jpeg', width: 3000, height: 4000 } as FileRecord;
       const started = process.hrtime.bigint();
       const thumbnail = await previews.preview(file, DEFAULT_PLANS.pro, { width: 320, height: 320 });

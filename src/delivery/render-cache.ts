@@ -27,7 +27,7 @@ import { KEY_CACHE_MS } from '../accounts/key-cache.js';
 import { sql, type RawBuilder } from 'kysely';
 import type { Database } from '../db/database.js';
 import { isObjectNotFound, type ObjectStorage } from '../storage/storage.js';
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 
 const RENDERS_PREFIX = 'renders';
 /** "Last used" is bumped at most this often per render. */
@@ -179,7 +179,7 @@ export class RenderCache {
   async store(render: NewRender, now: number, live?: RawBuilder<boolean>): Promise<CachedRender | undefined> {
     const stored = renderEntry(render.key, render.contentType, render.etag, render.data.length);
     const { storageKey } = stored;
-    await this.storage.put(storageKey, Readable.from([render.data]));
+    await this.storage.put(storageKey, render.data);
     const values = {
       account_id: render.accountId,
       source: render.source,

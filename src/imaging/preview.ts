@@ -17,7 +17,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Counter } from 'prom-client';
 import type { Selectable } from 'kysely';
@@ -127,7 +126,7 @@ export class Previews {
       return stored;
     }
     const data = await this.withSlot(() => this.render(file, limits, { width: side, height: side }));
-    await storage.put(key, Readable.from([data]));
+    await storage.put(key, data);
     events?.inc({ event: 'rendered' });
     return data;
   }

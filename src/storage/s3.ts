@@ -84,8 +84,13 @@ export class S3Storage implements ObjectStorage {
     });
   }
 
-  async put(key: string, body: Readable): Promise<{ size: number }> {
+  async put(key: string, body: Readable | Buffer): Promise<{ size: number }> {
     assertValidKey(key);
+    if (Buffer.isBuffer(body)) {
+      // Bytes in memory: their length is known, nothing to count or to destroy on failure.
+      await this.upload(key, body).done();
+      return { size: body.length };
+    }
     const counter = new ByteCounter();
     // The source's own failure is the one to report (a failed abort of the multipart upload
     // would otherwise take its place).
@@ -96,23 +101,28 @@ export class S3Storage implements ObjectStorage {
     // pipeline, not pipe: errors travel to the counter (and so to the upload), and a failed
     // upload destroys the source instead of leaving it open.
     pipeline(body, counter, () => {});
-    // One PutObject when the body fits in a part; else a multipart upload, aborted on failure so
-    // nothing is left behind (leavePartsOnError: false).
-    const upload = new Upload({
-      client: this.client,
-      params: { Bucket: this.bucket, Key: key, Body: counter },
-      partSize: PART_BYTES,
-      queueSize: QUEUE_SIZE,
-      leavePartsOnError: false,
-    });
     try {
-      await upload.done();
+      await this.upload(key, counter).done();
     } catch (err) {
       counter.destroy();
       body.destroy();
       throw sourceError ?? err;
     }
     return { size: counter.bytes };
+  }
+
+  /**
+   * One PutObject when the body fits in a part; else a multipart upload, aborted on failure so
+   * nothing is left behind (leavePartsOnError: false).
+   */
+  private upload(key: string, body: Readable | Buffer): Upload {
+    return new Upload({
+      client: this.client,
+      params: { Bucket: this.bucket, Key: key, Body: body },
+      partSize: PART_BYTES,
+      queueSize: QUEUE_SIZE,
+      leavePartsOnError: false,
+    });
   }
 
   async get(key: string, range?: ByteRange): Promise<Readable> {

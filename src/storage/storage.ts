@@ -15,8 +15,11 @@ export interface PresignedPut {
 
 export interface ObjectStorage {
   readonly name: string;
-  /** Stores the stream under `key`, atomically: a failed write leaves nothing behind. */
-  put(key: string, body: Readable): Promise<{ size: number }>;
+  /**
+   * Stores the stream or bytes under `key`, atomically: a failed write leaves nothing behind.
+   * Bytes already in memory (a render, a preview) are written in one go, without a stream.
+   */
+  put(key: string, body: Readable | Buffer): Promise<{ size: number }>;
   /** The object's bytes (or a range); an error with code ENOENT when it does not exist. */
   get(key: string, range?: ByteRange): Promise<Readable>;
   /** The object's size and when it was last written (ms since the epoch, the store's clock), or null when it does not exist. */

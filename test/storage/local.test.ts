@@ -1,6 +1,6 @@
 // Local storage's writes: a body arriving in many small chunks is written whole and in order (in
 // batches, not a write per chunk), into a directory made on demand; a body that fails half-way
-// leaves neither the object nor a temporary file behind.
+// leaves neither the object nor a temporary file behind; bytes in memory go the same way.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -68,6 +68,18 @@ describe('local storage writes', () => {
     } finally {
       process.off('uncaughtException', record);
     }
+  });
+
+  it('writes bytes in memory whole, in a directory it makes, and leaves nothing behind when they cannot be put in place', async () => {
+    const bytes = crypto.randomBytes(40_000);
+    assert.deepEqual(await storage.put('renders/new-dir/a', bytes), { size: bytes.length });
+    assert.ok((await read('renders/new-dir/a')).equals(bytes));
+    assert.deepEqual(leftovers(), []);
+    // A directory where the object should go: the rename fails, the temporary file goes.
+    fs.mkdirSync(storage.localPath('renders/taken'), { recursive: true });
+    fs.writeFileSync(path.join(storage.localPath('renders/taken'), 'inside'), 'x');
+    await assert.rejects(storage.put('renders/taken', bytes), (err: NodeJS.ErrnoException) => err.code === 'EISDIR' || err.code === 'ENOTEMPTY');
+    assert.deepEqual(leftovers(), []);
   });
 
   it('leaves nothing behind when the body fails half-way, before or after a batch was written', async () => {

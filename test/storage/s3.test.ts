@@ -92,6 +92,20 @@ for (const adapter of ADAPTERS) {
       }
     });
 
+    it('stores bytes in memory whole (one PutObject, or a multipart upload past a part), replacing what was there', async () => {
+      for (const [key, size] of [
+        ['renders/small', 36_744],
+        ['renders/empty', 0],
+        ['renders/large', 12 * MiB + 5],
+      ] as const) {
+        const data = bytes(size, `memory ${key}`);
+        await storage.put(key, chunked(bytes(size + 10, 'older')));
+        assert.deepEqual(await storage.put(key, data), { size }, key);
+        assert.equal((await storage.head(key))?.size, size, key);
+        assert.equal(sha(await read(await storage.get(key))), sha(data), key);
+      }
+    });
+
     it('reads single ranges exactly', async () => {
       const data = bytes(3 * MiB + 7, 'ranges');
       await storage.put('uploads/file_ranges', chunked(data));

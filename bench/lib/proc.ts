@@ -75,6 +75,22 @@ export function threadCpuNsOf(pid: number, tid: number): number | undefined {
   }
 }
 
+/**
+ * Nanoseconds the threads of a process named `name` (`comm`: "libuv-worker", say) have run, from
+ * their schedstat: exact, for threads that live as long as the process (libuv's pool does).
+ */
+export function threadsCpuNsNamed(pid: number, name: string): number {
+  let ns = 0;
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      if (fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim() === name) ns += threadCpuNsOf(pid, Number(tid)) ?? 0;
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return ns;
+}
+
 /** CPU seconds of the children this process has waited for (exited child processes). */
 export function reapedChildrenCpuSeconds(): number {
   const f = statFields('self');

@@ -5,8 +5,8 @@
 // This checkout's service (A) and another checkout's (B, BENCH_AB_OTHER: a directory with its
 // own `npm run build`) run at once on the same files, and are asked for misses in small batches,
 // A then B, B then A, alternately: whatever the host does, it does to both within a second. Per
-// batch, each side's main thread (exact, from schedstat) and whole process (10 ms ticks) are
-// read; the report is the mean per miss of each, and B − A per pair of batches with its spread.
+// batch, each side's main thread and libuv's pool (exact, from schedstat) and whole process
+// (10 ms ticks) are read; the report is the mean per miss of each, and B − A per pair of batches with its spread.
 // Run it with B = this checkout to see the instrument's own noise (B − A should be 0).
 //
 // Environment: BENCH_AB_OTHER (required; without it the scenario says so and measures nothing),
@@ -14,7 +14,7 @@
 // BENCH_DELIVERY_WARMUP=48.
 import path from 'node:path';
 import { envInt, median, percentile } from '../lib/pool.js';
-import { cpuSecondsOf, threadCpuNsOf } from '../lib/proc.js';
+import { cpuSecondsOf, threadCpuNsOf, threadsCpuNsNamed } from '../lib/proc.js';
 import { distIsStale, startService, type Service } from '../lib/service.js';
 import type { BenchContext, Row, Scenario, ScenarioResult } from '../lib/types.js';
 import { requireWrk, wrkUrlList } from '../lib/wrk.js';
@@ -30,6 +30,8 @@ interface AbSide {
 
 interface Batch {
   mainMsPerMiss: number;
+  /** libuv's pool: file operations, and sharp's calls into libvips (whose own threads are apart). */
+  poolMsPerMiss: number;
   processMsPerMiss: number;
   errors: string[];
 }
@@ -45,13 +47,15 @@ async function startSide(ctx: BenchContext, name: 'A' | 'B', repoRoot: string, f
   return { name, repoRoot, service, pathOf: (index) => pathOf(format, index) };
 }
 
-/** Misses of files first … first + count − 1 on one side, with what its main thread and process spent. */
+/** Misses of files first … first + count − 1 on one side, with what its main thread, libuv's pool and process spent. */
 async function batch(ctx: BenchContext, side: AbSide, format: Format, first: number, count: number, inFlight: number): Promise<Batch> {
   const { pid } = side.service;
   const paths = Array.from({ length: count }, (_, i) => side.pathOf(first + i));
   let main0: number | undefined;
+  let pool0 = NaN;
   let process0: number | undefined;
   let main1: number | undefined;
+  let pool1 = NaN;
   let process1: number | undefined;
   const done = await wrkUrlList(side.service.url, paths, {
     inFlight,
@@ -60,15 +64,18 @@ async function batch(ctx: BenchContext, side: AbSide, format: Format, first: num
     dir: ctx.tmpDir,
     started: () => {
       main0 = threadCpuNsOf(pid, pid);
+      pool0 = threadsCpuNsNamed(pid, 'libuv-worker');
       process0 = cpuSecondsOf(pid);
     },
     stopped: () => {
       main1 = threadCpuNsOf(pid, pid);
+      pool1 = threadsCpuNsNamed(pid, 'libuv-worker');
       process1 = cpuSecondsOf(pid);
     },
   });
   return {
     mainMsPerMiss: ((main1 ?? NaN) - (main0 ?? NaN)) / 1e6 / count,
+    poolMsPerMiss: (pool1 - pool0) / 1e6 / count,
     processMsPerMiss: (((process1 ?? NaN) - (process0 ?? NaN)) * 1000) / count,
     errors: done.errors,
   };
@@ -127,10 +134,12 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
     };
   };
   const main = summary('mainMsPerMiss');
+  const pool = summary('poolMsPerMiss');
   const whole = summary('processMsPerMiss');
   report.push(
     `A: ${ctx.repoRoot}; B: ${path.resolve(other)}; ${label(format)}, ${pairs} pairs of batches of ${size} misses, ${inFlight} in flight, A and B alternately first`,
     `main thread per miss: A ${fmt(main.a, 3)} ms, B ${fmt(main.b, 3)} ms; B − A ${fmt(main.difference, 3)} ms ± ${fmt(main.standardError, 3)} (standard error), median ${fmt(main.medianDifference, 3)}, quartiles ${main.quartiles.map((q) => fmt(q, 3)).join(' … ')}`,
+    `libuv's pool per miss: A ${fmt(pool.a, 3)} ms, B ${fmt(pool.b, 3)} ms; B − A ${fmt(pool.difference, 3)} ms ± ${fmt(pool.standardError, 3)}, median ${fmt(pool.medianDifference, 3)}`,
     `whole process per miss: A ${fmt(whole.a)} ms, B ${fmt(whole.b)} ms; B − A ${fmt(whole.difference)} ms ± ${fmt(whole.standardError)}, median ${fmt(whole.medianDifference)}`,
     ...(errors.length ? [`${errors.length} errors, the first: ${errors[0]}`] : []),
   );
@@ -146,6 +155,14 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
     },
     {
       scenario,
+      variant: "libuv's pool per miss, B − A",
+      metric: 'difference',
+      value: pool.difference,
+      unit: 'ms',
+      note: `± ${fmt(pool.standardError, 3)} ms (standard error); A ${fmt(pool.a, 2)} ms`,
+    },
+    {
+      scenario,
       variant: 'process CPU per miss, B − A',
       metric: 'difference',
       value: whole.difference,
@@ -153,11 +170,12 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
       note: `± ${fmt(whole.standardError, 2)} ms (standard error); A ${fmt(whole.a, 1)} ms`,
     },
   ];
-  return { rows, report, details: { other: path.resolve(other), format: format.key, pairs, size, inFlight, measured, main, whole } };
+  return { rows, report, details: { other: path.resolve(other), format: format.key, pairs, size, inFlight, measured, main, pool, whole } };
 }
 
 export const deliveryAbScenario: Scenario = {
   name: 'delivery-ab',
-  title: 'delivery URLs: this build against another (BENCH_AB_OTHER) on misses, interleaved in small batches, main thread and process CPU per miss',
+  title:
+    "delivery URLs: this build against another (BENCH_AB_OTHER) on misses, interleaved in small batches, main thread, libuv's pool and process CPU per miss",
   run,
 };

@@ -14,6 +14,7 @@
 //   BENCH_SERVICE_ENV='{"QUEUE_POLL_MS":"200"}'   extra environment for the service under test
 //   BENCH_SKIP_IMAGEMAGICK=1, BENCH_IMAGEMAGICK_ROUNDS=1
 //   BENCH_SERVICE_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof'   Node options for the service
+//   BENCH_TMPDIR=/dev/shm      where the run keeps its files (default: tmpfs when it has room: benchRoot)
 //   BENCH_WORKLOADS=jpeg720, BENCH_IN_FLIGHT=12   resize: one workload / in-flight level (profiling)
 //   BENCH_DELIVERY_JOBS=24, BENCH_DELIVERY_IN_FLIGHT=4, BENCH_DELIVERY_FORMATS=jpeg,webp,avif,png,
 //   BENCH_DELIVERY_PARTS=misses,hits, BENCH_HIT_SECONDS=10, BENCH_HIT_CONNECTIONS=50,
@@ -94,6 +95,29 @@ const budgetSeconds = Number(process.env.BENCH_BUDGET_SECONDS) > 0 ? Number(proc
 
 const log = (message: string) => process.stderr.write(`bench: ${message}\n`);
 
+/** The free space a tmpfs needs for the run's files (a delivery-ab run keeps about 2.5 GiB). */
+const TMPFS_MIN_FREE = 8 * 1024 * MiB;
+
+/**
+ * Where the run keeps its files (every side's inputs, the services' data): BENCH_TMPDIR; else
+ * tmpfs (/dev/shm) when it has room; else the system's temporary directory. On a disk, what
+ * creating a file costs depends on what was deleted near it lately: ext4 without a journal passes
+ * over every inode freed in the last minutes, 0.4–0.9 ms of CPU a file just after a bench run's
+ * own cleanup against 0.02–0.03 ms in a quiet directory (docs/benchmarks.md). Only the service
+ * creates files per request (its stores), so that cost would be its alone, and different for
+ * each of its two copies in delivery-ab. In memory every side's files cost the same, run after run.
+ */
+function benchRoot(): string {
+  if (process.env.BENCH_TMPDIR) return process.env.BENCH_TMPDIR;
+  try {
+    const shm = fs.statfsSync('/dev/shm');
+    if (shm.bavail * shm.bsize >= TMPFS_MIN_FREE) return '/dev/shm';
+  } catch {
+    // no /dev/shm here
+  }
+  return os.tmpdir();
+}
+
 async function main(): Promise<void> {
   const wanted = process.argv.slice(2);
   const unknown = wanted.filter((name) => !scenarios.some((s) => s.name === name));
@@ -104,7 +128,8 @@ async function main(): Promise<void> {
   const selected = wanted.length ? scenarios.filter((s) => wanted.includes(s.name)) : scenarios;
 
   const started = Date.now();
-  const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'imgapi-bench-'));
+  const root = benchRoot();
+  const tmpDir = fs.mkdtempSync(path.join(root, 'imgapi-bench-'));
   const cleanups: (() => void | Promise<void>)[] = [];
   /** Stops what the current scenario started (services, child processes). */
   const runCleanups = async () => {
@@ -149,6 +174,7 @@ async function main(): Promise<void> {
     libvips: sharp.versions.vips,
     sharpConcurrency: sharp.concurrency(),
     loadAverageAtStart: loadAverage(),
+    filesIn: root,
   };
   console.log(
     `imgapi bench — ${meta.cpus} CPUs (${meta.cpuModel}), ${meta.memoryMiB} MiB, Node ${meta.node}, sharp ${meta.sharp} / libvips ${meta.libvips}`,
@@ -156,6 +182,7 @@ async function main(): Promise<void> {
   console.log(
     `load average at start: ${meta.loadAverageAtStart.join(' ')} (other work on this machine shifts absolute numbers; ratios are measured round by round)`,
   );
+  console.log(`files (inputs, the services' data) in ${root}${root === '/dev/shm' ? ' (tmpfs; BENCH_TMPDIR to choose)' : ''}`);
 
   const results: { name: string; title: string; seconds: number; error?: string; result?: ScenarioResult }[] = [];
   for (const scenario of selected) {

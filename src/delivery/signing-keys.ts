@@ -33,6 +33,7 @@ const signingKeys = keyCachePerDatabase<SigningKey>();
 /** Forgets every cached key of this process (a key was deleted, or an account changed). */
 export function forgetSigningKeys(database: Database): void {
   signingKeys.clear(database);
+  matched.clear();
 }
 
 const toApi = (row: { id: string; created_at: number }) => ({ keyId: row.id, createdAt: iso(row.created_at) });
@@ -86,10 +87,27 @@ export function knownSigningKey(database: Database, keyId: string): SigningKey |
 /** base64url (no padding) of HMAC-SHA256(secret, signed). */
 const signDeliveryPath = (secret: string, signed: string): string => crypto.createHmac('sha256', secret).update(signed).digest('base64url');
 
+/**
+ * The signatures of paths that matched already, by secret and path: a URL seen before is
+ * compared with its stored signature (in constant time, as a new one is) instead of computing
+ * the HMAC again, whose setup in OpenSSL is a tenth of a cached hit's CPU. Only signatures that
+ * matched enter, so wrong ones cannot fill it, and the oldest go past MATCHED_ENTRIES. What it
+ * tells by its timing is whether a path was requested with a valid signature lately, which only
+ * someone who knows the path (a file's random id) can ask.
+ */
+const matched = new Map<string, Buffer>();
+const MATCHED_ENTRIES = 10_000;
+
 /** Whether `signature` is the HMAC of `signed` under `secret`, compared in constant time. */
 export function signatureMatches(secret: string, signed: string, signature: string): boolean {
-  const expected = Buffer.from(signDeliveryPath(secret, signed));
+  const memo = `${secret}\n${signed}`;
+  const expected = matched.get(memo) ?? Buffer.from(signDeliveryPath(secret, signed));
   const given = Buffer.from(signature);
   // timingSafeEqual needs equal lengths; the length of a valid signature (43) is public.
-  return given.length === expected.length && crypto.timingSafeEqual(given, expected);
+  const matches = given.length === expected.length && crypto.timingSafeEqual(given, expected);
+  if (matches && !matched.has(memo)) {
+    if (matched.size >= MATCHED_ENTRIES) matched.delete(matched.keys().next().value!);
+    matched.set(memo, expected);
+  }
+  return matches;
 }

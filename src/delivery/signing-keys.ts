@@ -97,6 +97,8 @@ const signDeliveryPath = (secret: string, signed: string): string => crypto.crea
  */
 const matched = new Map<string, Buffer>();
 const MATCHED_ENTRIES = 10_000;
+/** Longer paths are not kept: the memo stays under ~6 MB however long the URLs an account signs. */
+const MATCHED_PATH_CHARS = 512;
 
 /** Whether `signature` is the HMAC of `signed` under `secret`, compared in constant time. */
 export function signatureMatches(secret: string, signed: string, signature: string): boolean {
@@ -105,7 +107,7 @@ export function signatureMatches(secret: string, signed: string, signature: stri
   const given = Buffer.from(signature);
   // timingSafeEqual needs equal lengths; the length of a valid signature (43) is public.
   const matches = given.length === expected.length && crypto.timingSafeEqual(given, expected);
-  if (matches && !matched.has(memo)) {
+  if (matches && signed.length <= MATCHED_PATH_CHARS && !matched.has(memo)) {
     if (matched.size >= MATCHED_ENTRIES) matched.delete(matched.keys().next().value!);
     matched.set(memo, expected);
   }

@@ -93,7 +93,7 @@ const signDeliveryPath = (secret: string, signed: string): string => crypto.crea
  * the HMAC again, whose setup in OpenSSL is a tenth of a cached hit's CPU. Only signatures that
  * matched enter, so wrong ones cannot fill it, and the oldest go past MATCHED_ENTRIES. What it
  * tells by its timing is whether a path was requested with a valid signature lately, which only
- * someone who knows the path (a file's random id) can ask.
+ * someone who knows the path (a file's random id, or an origin's name and object path) can ask.
  */
 const matched = new Map<string, Buffer>();
 const MATCHED_ENTRIES = 10_000;
@@ -102,12 +102,13 @@ const MATCHED_PATH_CHARS = 512;
 
 /** Whether `signature` is the HMAC of `signed` under `secret`, compared in constant time. */
 export function signatureMatches(secret: string, signed: string, signature: string): boolean {
-  const memo = `${secret}\n${signed}`;
-  const expected = matched.get(memo) ?? Buffer.from(signDeliveryPath(secret, signed));
+  const memo = signed.length <= MATCHED_PATH_CHARS ? `${secret}\n${signed}` : undefined;
+  const kept = memo === undefined ? undefined : matched.get(memo);
+  const expected = kept ?? Buffer.from(signDeliveryPath(secret, signed));
   const given = Buffer.from(signature);
   // timingSafeEqual needs equal lengths; the length of a valid signature (43) is public.
   const matches = given.length === expected.length && crypto.timingSafeEqual(given, expected);
-  if (matches && signed.length <= MATCHED_PATH_CHARS && !matched.has(memo)) {
+  if (matches && memo !== undefined && kept === undefined) {
     if (matched.size >= MATCHED_ENTRIES) matched.delete(matched.keys().next().value!);
     matched.set(memo, expected);
   }

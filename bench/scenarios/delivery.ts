@@ -509,7 +509,7 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   report.push(`service idle (no request, task workers waiting): ${fmt(idleMsPerSecond, 1)} ms of CPU a second`);
   report.push(
     `a file created where the service's stores create theirs: ${fmt(fileCreateCpuMs(path.join(service.env.DATA_DIR!, 'objects', '.tmp')), 3)} ms of CPU ` +
-      '(each miss creates one; ext4 without a journal skips the inodes freed near it in the last minutes, so after mass deletions there it costs up to 0.8 ms)',
+      '(each miss creates one; ext4 without a journal skips the inodes freed near it in the last minutes, so after mass deletions there it costs up to 0.9 ms)',
   );
 
   // Rounds

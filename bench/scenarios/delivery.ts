@@ -77,6 +77,8 @@ export const ALL_FORMATS: Format[] = [
   { key: 'png', mime: 'image/png' },
 ];
 const fmt = (n: number | null | undefined, digits = 2) => (n === null || n === undefined || Number.isNaN(n) ? '—' : n.toFixed(digits));
+/** The lowest and highest of some ratios, as `0.93–1.05`. */
+const spread = (values: number[]) => (values.length ? `${fmt(Math.min(...values))}–${fmt(Math.max(...values))}` : '—');
 export const label = (f: Format) => `${f.key.toUpperCase()}${f.quality ? ` q${f.quality}` : ''}`;
 
 type SideName = 'bare' | 'service' | 'ipx';
@@ -554,9 +556,11 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
   const rows: Row[] = [];
   const perRender = (rs: RoundResult[], pick: (r: RoundResult) => number | null | undefined) =>
     rs.length ? median(rs.map((r) => ((pick(r) ?? NaN) * 1000) / r.renders)) : NaN;
+  const roundRatios = (a: RoundResult[], b: RoundResult[]) =>
+    Array.from({ length: Math.min(a.length, b.length) }, (_, i) => a[i]!.throughput / b[i]!.throughput);
   const ratio = (a: RoundResult[], b: RoundResult[]) => {
-    const n = Math.min(a.length, b.length);
-    return n ? median(Array.from({ length: n }, (_, i) => a[i]!.throughput / b[i]!.throughput)) : null;
+    const ratios = roundRatios(a, b);
+    return ratios.length ? median(ratios) : null;
   };
   const all = <T>(rs: RoundResult[], pick: (r: RoundResult) => T[]): T[] => rs.flatMap(pick);
   const details: Record<string, unknown> = {};
@@ -655,6 +659,8 @@ async function run(ctx: BenchContext): Promise<ScenarioResult> {
       ratio: ratio(m.service, m.ipx),
       baseline: 'ipx',
       target: { on: 'ratio', op: '>=', threshold: TARGET_VS_IPX },
+      // One round's ratio moves by up to ±0.1 here: the spread tells a lead from parity.
+      note: `rounds ${spread(roundRatios(m.service, m.ipx))}; CPU per render ipx ÷ service ${fmt(cpu.ipx / cpu.service, 2)}`,
     });
     rows.push({
       scenario: name,

@@ -122,11 +122,16 @@ export function registerErrorHandling(app: FastifyInstance): void {
     return sendError(request, reply, new AppError('INTERNAL_ERROR', 'An internal error occurred; quote the request id when reporting it'));
   });
 
+  // Outside /api (delivery URLs, health, metrics, the dashboard's pages and assets) as inside it:
+  // a path that exists with other methods is 405 with Allow, not 404.
+  const allowedMethods = learnRoutes(app);
   app.setNotFoundHandler((request, reply) => {
+    const allowed = allowedMethods(requestPath(request));
+    if (allowed.length > 0) return sendError(request, reply, methodNotAllowed(request, allowed));
     const page = notFoundPages.get(app);
     if (page && (request.method === 'GET' || request.method === 'HEAD') && (request.headers.accept ?? '').includes('text/html'))
       return page(request, reply);
-    return sendError(request, reply, new AppError('NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`));
+    return sendError(request, reply, new AppError('NOT_FOUND', `No route ${request.method} ${requestPath(request)}`));
   });
 }
 
@@ -147,27 +152,37 @@ export function setNotFoundPage(app: FastifyInstance, page: (request: FastifyReq
  * anything else 404. Call before the scope's routes are added: it learns them as they are.
  */
 export function registerApiNotFound(api: FastifyInstance): void {
+  const allowedMethods = learnRoutes(api);
+  api.setNotFoundHandler((request, reply) => {
+    const path = requestPath(request);
+    const allowed = allowedMethods(path);
+    if (allowed.length === 0) return sendError(request, reply, new AppError('NOT_FOUND', `No route ${request.method} ${path}`));
+    return sendError(request, reply, methodNotAllowed(request, allowed));
+  });
+}
+
+/**
+ * The methods the scope's routes take for a path (HEAD wherever GET is), learnt as the routes
+ * are added: register it before them.
+ */
+function learnRoutes(scope: FastifyInstance): (path: string) => string[] {
   const routes: { pattern: RegExp; methods: string[] }[] = [];
-  api.addHook('onRoute', (route) => {
+  scope.addHook('onRoute', (route) => {
     const methods = [route.method].flat();
     routes.push({ pattern: pathPattern(route.url ?? route.path), methods: methods.includes('GET') ? [...methods, 'HEAD'] : methods });
   });
-  api.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0]!;
-    const allowed = [...new Set(routes.filter((route) => route.pattern.test(path)).flatMap((route) => route.methods))];
-    if (allowed.length === 0) return sendError(request, reply, new AppError('NOT_FOUND', `No route ${request.method} ${path}`));
-    return sendError(
-      request,
-      reply,
-      new AppError(
-        'METHOD_NOT_ALLOWED',
-        `${path} does not take ${request.method}; it takes ${allowed.join(', ')}`,
-        { allowed },
-        { allow: allowed.join(', ') },
-      ),
-    );
-  });
+  return (path) => [...new Set(routes.filter((route) => route.pattern.test(path)).flatMap((route) => route.methods))];
 }
+
+const requestPath = (request: FastifyRequest): string => request.url.split('?')[0]!;
+
+const methodNotAllowed = (request: FastifyRequest, allowed: string[]) =>
+  new AppError(
+    'METHOD_NOT_ALLOWED',
+    `${requestPath(request)} does not take ${request.method}; it takes ${allowed.join(', ')}`,
+    { allowed },
+    { allow: allowed.join(', ') },
+  );
 
 /** A route's URL (`/api/files/:fileId`) as a pattern for request paths: a parameter is one segment. */
 function pathPattern(url: string): RegExp {

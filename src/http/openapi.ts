@@ -334,7 +334,8 @@ Every POST accepts \`Idempotency-Key\`.
 When several errors apply, the first in this order wins: authentication → rate limit → validation → not found / expired →
 conflict (an \`Idempotency-Key\` reuse included) → storage → quota. Authentication comes first for every path under \`/api/\`,
 known or not: an unknown path is 401 without a key and 404 \`NOT_FOUND\` with one; a known path with another method is
-405 \`METHOD_NOT_ALLOWED\` (with \`Allow\`).
+405 \`METHOD_NOT_ALLOWED\` (with \`Allow\`). Outside \`/api/\` the same holds without the key: a delivery URL
+(\`/r/…\`), \`/healthz\` or \`/metrics\` asked with POST is 405 with \`Allow: GET, HEAD\`, an unknown path 404.
 
 ## Decisions where the contract is silent
 

@@ -942,6 +942,25 @@ for (const dialect of DIALECTS) {
         expectError(await anonymous.get('/api/process/compress'), 401, 'API_KEY_MISSING');
       });
 
+      it('answers 405 with Allow outside /api too: a delivery URL, health and metrics take GET and HEAD; an unknown path is 404', async () => {
+        const anonymous = new CheckedClient(server.url);
+        for (const [method, path] of [
+          ['POST', '/r/sk_x/sig/w:100/file_x'],
+          ['DELETE', '/r/sk_x/sig/w:100/o/shop/a/b.jpg'],
+          ['OPTIONS', '/r/sk_x/sig/w:100/file_x'],
+          ['PUT', '/healthz'],
+          ['POST', '/metrics'],
+        ] as const) {
+          const refused = await anonymous.request(method, path);
+          expectError(refused, 405, 'METHOD_NOT_ALLOWED');
+          assert.deepEqual(refused.headers.get('allow')?.split(', ').sort(), ['GET', 'HEAD'], `${method} ${path}`);
+          assert.deepEqual(refused.body.error.details.allowed.sort(), ['GET', 'HEAD'], `${method} ${path}`);
+        }
+        expectError(await anonymous.request('POST', '/nothing-here'), 404, 'NOT_FOUND');
+        // Short of a key id, a signature and the rest, no delivery URL: 404.
+        expectError(await anonymous.request('POST', '/r/sk_x'), 404, 'NOT_FOUND');
+      });
+
       it('serves no resource headers on an error: a 416 says the size in Content-Range, and nothing else of the file', async () => {
         const client = await key(server);
         const bytes = fs.readFileSync(TINY_PNG);

@@ -49,6 +49,9 @@ export interface ServiceOverrides {
   logger?: Logger;
 }
 
+/** A direct upload's target, origin-form (`/uploads/…`) or absolute-form (`http://host/uploads/…`). */
+const UPLOAD_TARGET = /^(?:[a-z][a-z0-9+.-]*:\/\/[^/?#]*)?\/uploads\//i;
+
 /** The service's logger, to stdout (a test reading its lines gives a `destination`). */
 export function createLogger(config: Config, destination?: pino.DestinationStream): Logger {
   const options: pino.LoggerOptions = {
@@ -59,7 +62,7 @@ export function createLogger(config: Config, destination?: pino.DestinationStrea
       // A presigned upload URL's query is a credential until it expires: log the path only.
       req: (req: { method?: string; url?: string; hostname?: string; ip?: string }) => ({
         method: req.method,
-        url: req.url?.startsWith('/uploads/') ? req.url.replace(/\?.*$/, '?[signed]') : req.url,
+        url: req.url !== undefined && UPLOAD_TARGET.test(req.url) ? req.url.replace(/\?.*$/, '?[signed]') : req.url,
         hostname: req.hostname,
         remoteAddress: req.ip,
       }),

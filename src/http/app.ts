@@ -1,6 +1,7 @@
 // The HTTP server: wires the services into the Fastify app, its hooks and its routes. No
 // module-level singletons: everything the routes need arrives through `services`. Only the
 // command line (src/main.ts) starts it; nothing else outside http/ imports from here.
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import multipart from '@fastify/multipart';
 import { newId } from '../ids.js';
@@ -10,6 +11,7 @@ import { frameworkErrors, registerApiNotFound, registerErrorHandling } from './e
 import { registerOpenApi } from './openapi.js';
 import { refuseUnknownQueries, registerValidation } from './validation.js';
 import { clientErrorHandler, registerBodyTimeouts, serverTimeouts } from './request-body.js';
+import { refuseBadHost } from './framing.js';
 import { accountRoutes } from './routes/account.js';
 import { fileRoutes } from './routes/files.js';
 import { jobRoutes } from './routes/jobs.js';
@@ -17,7 +19,7 @@ import { opsRoutes } from './routes/ops.js';
 import { taskRoutes } from './routes/tasks.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { deliveryApiRoutes } from './routes/delivery-api.js';
-import { answerHitsFromMemory, deliveryRoutes } from './routes/delivery.js';
+import { deliveryRoutes, memoryHits } from './routes/delivery.js';
 import { uploadReceiverRoutes, uploadRoutes } from './routes/uploads.js';
 import { dashboardRoutes } from './routes/dashboard/index.js';
 
@@ -38,6 +40,7 @@ class OneLineAccessLog extends LogController {
 }
 
 export async function buildApp(services: Services): Promise<FastifyInstance> {
+  const timeouts = serverTimeouts(services.config);
   const app = Fastify({
     loggerInstance: services.logger as FastifyBaseLogger,
     genReqId: () => newId('req'),
@@ -48,8 +51,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     ajv: { customOptions: { removeAdditional: false } },
     // Behind a reverse proxy (TRUST_PROXY), the client address (login throttling) comes from X-Forwarded-For.
     trustProxy: services.config.trustProxy,
-    // Bodies are timed by registerBodyTimeouts; Node's own limits are the backstop.
-    ...serverTimeouts(services.config),
+    // Bodies are timed by registerBodyTimeouts; Node's own limits are the backstop. The Host
+    // rule is refuseBadHost's (below), which answers in the envelope.
+    ...timeouts,
+    http: { ...timeouts.http, requireHostHeader: false },
     clientErrorHandler,
   });
 
@@ -94,12 +99,32 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   );
   // Delivery URLs: outside /api, authorised by the URL's signature alone.
   deliveryRoutes(app, services);
-  answerHitsFromMemory(app, services);
   // Direct uploads' PUT (local storage): outside /api, authorised by the URL's signature alone.
   await uploadReceiverRoutes(app, services);
 
   // The dashboard: pages and static files at /, sessions at /auth/*, its own routes at /dashboard-api/*.
   await dashboardRoutes(app, services);
 
+  inFrontOfFastify(app, [refuseBadHost, memoryHits(services)]);
   return app;
+}
+
+type FrontHandler = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+/**
+ * Handlers that see each request before Fastify does, in order, on `app.server`: the first that
+ * answers (true) ends it; when none does, Fastify gets it untouched. For what must hold before
+ * any route (the Host rule) and what is answered cheaper without Fastify's request handling
+ * (cached delivery hits).
+ */
+function inFrontOfFastify(app: FastifyInstance, handlers: FrontHandler[]): void {
+  const server = app.server;
+  const listeners = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+  if (listeners.length !== 1) throw new Error(`expected Fastify's one request listener, found ${listeners.length}`);
+  const [fastify] = listeners as [(req: IncomingMessage, res: ServerResponse) => void];
+  server.removeListener('request', fastify);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    for (const handler of handlers) if (handler(req, res)) return;
+    fastify.call(server, req, res);
+  });
 }

@@ -2,6 +2,7 @@
 // requestId}}; internal detail goes to the log under the same request id.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, isStorageFull, type ErrorCode } from '../errors.js';
+import { targetPath } from './framing.js';
 
 interface AjvError {
   instancePath: string;
@@ -174,7 +175,8 @@ function learnRoutes(scope: FastifyInstance): (path: string) => string[] {
   return (path) => [...new Set(routes.filter((route) => route.pattern.test(path)).flatMap((route) => route.methods))];
 }
 
-const requestPath = (request: FastifyRequest): string => request.url.split('?')[0]!;
+/** The request's path, without its query, whatever the target's form (framing.ts). */
+const requestPath = (request: FastifyRequest): string => targetPath(request.url).split('?')[0]!;
 
 const methodNotAllowed = (request: FastifyRequest, allowed: string[]) =>
   new AppError(

@@ -16,7 +16,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
-import { newId } from '../ids.js';
+import { envelope } from './framing.js';
 
 export interface BodyTimeouts {
   requestTimeoutMs: number;
@@ -196,8 +196,7 @@ export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): 
         : [400, 'VALIDATION_ERROR', 'The HTTP request is malformed'];
   const response = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   if (socket.writable && !response?.headersSent) {
-    const requestId = newId('req');
-    const body = JSON.stringify({ success: false, error: { code, message, requestId } });
+    const { requestId, body } = envelope(code, message);
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
         `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,

@@ -1,4 +1,4 @@
-// Hits answered from memory before Fastify (routes/delivery.ts answerHitsFromMemory) answer what
+// Hits answered from memory before Fastify (routes/delivery.ts memoryHits, in front of Fastify: app.ts) answer what
 // the route answers: each case is asked over HTTP (the memory path, counted here to prove it
 // answered) and through app.inject (light-my-request calls Fastify's handler directly, so the
 // route answers), and the two answers — status, headers, bytes — are compared.

@@ -8,6 +8,7 @@ import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Delivered } from '../../delivery/delivery.js';
 import { newId } from '../../ids.js';
+import { targetPath } from '../framing.js';
 import type { Services } from '../../services.js';
 import { AppError } from '../../errors.js';
 import { mimeOf, OUTPUT_FORMATS } from '../../imaging/formats.js';
@@ -126,7 +127,7 @@ export function deliveryRoutes(app: FastifyInstance, services: Services): void {
       // Until the render is sent, whatever answers is an error: never stored by a cache.
       reply.header('cache-control', 'no-store');
       try {
-        const delivered = await delivery.deliver({ ...splitPath(request.raw.url ?? ''), accept: request.headers.accept });
+        const delivered = await delivery.deliver({ ...splitPath(targetPath(request.raw.url ?? '')), accept: request.headers.accept });
         const answer = imageAnswer(delivered, request.method, request.headers['if-none-match'], config.renderCacheControl);
         metrics.renders.inc({ outcome: delivered.hit ? 'hit' : 'miss' });
         reply.code(answer.status).headers(answer.headers);
@@ -167,28 +168,19 @@ function imageAnswer(
 
 /**
  * Hits held in this process's memory, answered before Fastify's request handling (its hooks,
- * request and reply objects cost most of a hit's CPU): a `request` listener in front of
- * Fastify's on `app.server`. It answers only what Delivery.deliverFromMemory answers — a GET or
+ * request and reply objects cost most of a hit's CPU): app.ts calls the handler this returns in
+ * front of Fastify, which gets the request when it answers false. It answers only what Delivery.deliverFromMemory answers — a GET or
  * HEAD of a /r/ URL without a body whose key, transform and render are all in memory — with
  * what the route would send: the same headers (imageAnswer), the request id, the access-log
  * line, the HTTP and render metrics. Everything else goes on to Fastify untouched. Behind a
  * trusted proxy, requests that name a forwarded client or host go to Fastify too (its request
  * reads them for the access log).
  */
-export function answerHitsFromMemory(app: FastifyInstance, services: Services): void {
+export function memoryHits(services: Services): (req: IncomingMessage, res: ServerResponse) => boolean {
   const { delivery, metrics, config, logger } = services;
-  const server = app.server;
-  const fastify = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
-  if (fastify.length !== 1) throw new Error(`expected Fastify's one request listener, found ${fastify.length}`);
-  const [handler] = fastify as [(req: IncomingMessage, res: ServerResponse) => void];
-  server.removeListener('request', handler);
-  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    if (!answered(req, res)) handler.call(server, req, res);
-  });
-
-  function answered(req: IncomingMessage, res: ServerResponse): boolean {
+  return function answered(req: IncomingMessage, res: ServerResponse): boolean {
     const started = performance.now();
-    const url = req.url ?? '';
+    const url = targetPath(req.url ?? '');
     const { method, headers } = req;
     if (!url.startsWith('/r/') || (method !== 'GET' && method !== 'HEAD')) return false;
     if ((headers['content-length'] !== undefined && headers['content-length'] !== '0') || headers['transfer-encoding'] !== undefined) return false;
@@ -217,5 +209,5 @@ export function answerHitsFromMemory(app: FastifyInstance, services: Services): 
       'request completed',
     );
     return true;
-  }
+  };
 }

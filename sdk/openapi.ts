@@ -85,7 +85,7 @@ export interface paths {
         };
         /**
          * Download a file
-         * @description The bytes, streamed, as `Content-Type` of their real format, an attachment with a safe file name. Supports HEAD, a single `Range` (206; a range past the end is 416) and `If-None-Match` (304). Served with `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox`.
+         * @description The bytes, streamed, as `Content-Type` of their real format, an attachment with a safe file name. Supports HEAD, a single `Range` (206; a range past the end is 416; ignored under an `If-Range` that is not the file's ETag) and `If-None-Match` (304). Served with `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox`.
          */
         get: operations["downloadFile"];
         put?: never;
@@ -94,7 +94,7 @@ export interface paths {
         options?: never;
         /**
          * Download a file (headers only)
-         * @description The bytes, streamed, as `Content-Type` of their real format, an attachment with a safe file name. Supports HEAD, a single `Range` (206; a range past the end is 416) and `If-None-Match` (304). Served with `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox`.
+         * @description The bytes, streamed, as `Content-Type` of their real format, an attachment with a safe file name. Supports HEAD, a single `Range` (206; a range past the end is 416; ignored under an `If-Range` that is not the file's ETag) and `If-None-Match` (304). Served with `X-Content-Type-Options: nosniff` and `Content-Security-Policy: sandbox`.
          */
         head: operations["downloadFileHead"];
         patch?: never;
@@ -4365,6 +4365,8 @@ export interface operations {
                 range?: string;
                 /** @description The ETag you hold: 304 when the bytes are the same. */
                 "if-none-match"?: string;
+                /** @description With `Range`: the ETag you hold; another (or a date) gets the whole file, 200. */
+                "if-range"?: string;
             };
             path: {
                 /** @description An id starting file_ */
@@ -4675,6 +4677,8 @@ export interface operations {
                 range?: string;
                 /** @description The ETag you hold: 304 when the bytes are the same. */
                 "if-none-match"?: string;
+                /** @description With `Range`: the ETag you hold; another (or a date) gets the whole file, 200. */
+                "if-range"?: string;
             };
             path: {
                 /** @description An id starting file_ */

@@ -209,7 +209,7 @@ describe('OpenAPI document', () => {
     assert.equal(doc.components.headers['X-Request-Id'].required, true);
   });
 
-  it("describes both uploads' bodies, downloads' real media types and their Range / If-None-Match", () => {
+  it("describes both uploads' bodies, downloads' real media types and their Range / If-None-Match / If-Range", () => {
     const upload = doc.paths['/api/upload'].post.requestBody;
     assert.equal(upload.content['multipart/form-data'].schema.$ref, '#/components/schemas/FileUpload');
     assert.deepEqual(doc.components.schemas.FileUpload.properties.file.format, 'binary');
@@ -235,7 +235,7 @@ describe('OpenAPI document', () => {
     );
     assert.deepEqual(
       download.get.parameters.filter((p: any) => p.in === 'header').map((p: any) => p.name),
-      ['range', 'if-none-match'],
+      ['range', 'if-none-match', 'if-range'],
     );
     assert.equal(download.head.operationId, 'downloadFileHead');
     assert.equal(download.head.responses['200'].content, undefined, 'HEAD answers no body');

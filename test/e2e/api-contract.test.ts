@@ -303,6 +303,19 @@ for (const dialect of DIALECTS) {
         assert.equal(notModified.status, 304);
         assert.equal((notModified.body as Buffer).length, 0);
         assert.equal(notModified.headers.get('etag'), etag);
+        // If-None-Match as RFC 9110 compares it: a list, the weak form, `*`.
+        for (const held of [`"other", ${etag}`, `W/${etag}`, '*'])
+          assert.equal((await client.get(route, { 'if-none-match': held })).status, 304, held);
+        assert.equal((await client.get(route, { 'if-none-match': '"other"' })).status, 200);
+
+        // If-Range: the range only for the bytes the client holds (its ETag, strong); else the whole file.
+        assert.equal((await client.get(route, { range: 'bytes=0-99', 'if-range': etag! })).status, 206);
+        for (const held of ['"other"', `W/${etag}`, 'Tue, 01 Dec 2026 00:00:00 GMT']) {
+          const whole = await client.get(route, { range: 'bytes=0-99', 'if-range': held });
+          assert.equal(whole.status, 200, held);
+          assert.equal(whole.headers.get('content-range'), null, held);
+          assert.ok((whole.body as Buffer).equals(bytes), held);
+        }
       });
 
       it('previews images as rasters within 1024 px, or within the asked box', async () => {

@@ -9,6 +9,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Delivered } from '../../delivery/delivery.js';
 import { newId } from '../../ids.js';
 import { targetPath } from '../framing.js';
+import { noneMatch } from '../conditional.js';
 import type { Services } from '../../services.js';
 import { AppError } from '../../errors.js';
 import { mimeOf, OUTPUT_FORMATS } from '../../imaging/formats.js';
@@ -52,15 +53,6 @@ function splitPath(url: string): { keyId: string; signature: string; signed: str
   const first = path.indexOf('/');
   const second = path.indexOf('/', first + 1);
   return { keyId: path.slice(0, first), signature: path.slice(first + 1, second), signed: path.slice(second + 1) };
-}
-
-/** Whether If-None-Match names the ETag (a list, weak forms and `*` included, as RFC 9110 compares for GET). */
-function matches(ifNoneMatch: string | undefined, etag: string): boolean {
-  if (!ifNoneMatch) return false;
-  return ifNoneMatch.split(',').some((tag) => {
-    const value = tag.trim();
-    return value === '*' || value.replace(/^W\//, '') === etag;
-  });
 }
 
 export function deliveryRoutes(app: FastifyInstance, services: Services): void {
@@ -156,7 +148,7 @@ function imageAnswer(
     'x-content-type-options': 'nosniff',
   };
   if (delivered.negotiated) headers.vary = 'Accept';
-  const notModified = matches(ifNoneMatch, etag);
+  const notModified = noneMatch(ifNoneMatch, etag);
   if (notModified || method === 'HEAD') {
     if (!Buffer.isBuffer(delivered.body)) delivered.body.destroy();
     if (notModified) return { status: 304, headers, body: undefined };

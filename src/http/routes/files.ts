@@ -17,6 +17,7 @@ import { bodyAbandoned, bodyReceived } from '../request-body.js';
 import { fileToApi, sendStoredFile } from '../resources.js';
 import { API_READ, API_SECURITY, API_WRITE, IDEMPOTENT, VALIDATED, apiResponses, bytes, documentAs, jsonData, noContent } from '../openapi.js';
 import { idParam, idempotencyHeader, ref } from '../schemas.js';
+import { noneMatch, rangeApplies } from '../conditional.js';
 
 const tags = ['Files'];
 /** More than the boundaries and part headers of one file part take (busboy caps a part's headers far below). */
@@ -140,7 +141,7 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
       summary: 'Download a file',
       description:
         'The bytes, streamed, as `Content-Type` of their real format, an attachment with a safe file name. Supports HEAD, a single ' +
-        '`Range` (206; a range past the end is 416) and `If-None-Match` (304). Served with `X-Content-Type-Options: nosniff` and ' +
+        "`Range` (206; a range past the end is 416; ignored under an `If-Range` that is not the file's ETag) and `If-None-Match` (304). Served with `X-Content-Type-Options: nosniff` and " +
         '`Content-Security-Policy: sandbox`.',
       params: idParam('fileId', 'file'),
       headers: {
@@ -148,6 +149,7 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
         properties: {
           range: { type: 'string', description: 'One byte range, e.g. `bytes=0-1023`, `bytes=1024-` or `bytes=-500`; several ranges are ignored.' },
           'if-none-match': { type: 'string', description: 'The ETag you hold: 304 when the bytes are the same.' },
+          'if-range': { type: 'string', description: 'With `Range`: the ETag you hold; another (or a date) gets the whole file, 200.' },
         },
       },
       response: apiResponses(
@@ -179,8 +181,9 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
       'content-security-policy': 'sandbox',
       'cache-control': 'private, max-age=0, must-revalidate',
     });
-    if (request.headers['if-none-match'] === etag) return reply.code(304).send();
-    const range = parseRange(request.headers.range, size);
+    if (noneMatch(request.headers['if-none-match'], etag)) return reply.code(304).send();
+    const ifRange = request.headers['if-range'];
+    const range = rangeApplies(typeof ifRange === 'string' ? ifRange : undefined, etag) ? parseRange(request.headers.range, size) : null;
     if (range === 'unsatisfiable') {
       throw new AppError('RANGE_NOT_SATISFIABLE', `The file has ${size} bytes`, { size }, { 'content-range': `bytes */${size}` });
     }

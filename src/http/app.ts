@@ -84,6 +84,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(
     async (api) => {
       await api.register(multipart, { limits: { fieldNameSize: 100, headerPairs: 100 } });
+      // JSON or multipart only: a text/plain body is 415 as any other type is, not a string the schema then refuses.
+      api.removeContentTypeParser('text/plain');
       api.addHook('onRequest', apiKeyAuth(services));
       refuseUnknownQueries(api);
       registerApiNotFound(api);

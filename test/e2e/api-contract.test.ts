@@ -654,13 +654,13 @@ for (const dialect of DIALECTS) {
         expectError(await client.request('POST', '/api/process/compress', { body: '{"fileId": ', headers }), 400, 'VALIDATION_ERROR');
         expectError(await client.request('POST', '/api/process/compress', { body: '', headers }), 400, 'VALIDATION_ERROR');
 
-        // Fastify reads text/plain (and @fastify/multipart reads multipart) without a JSON object
-        // coming out, so the schema refuses the body: 400. A type nothing reads is 415.
+        // A type the API does not read is 415, text/plain included (even holding JSON). Multipart
+        // is read (the upload takes it), without a JSON object coming out: the schema refuses it, 400.
         const text = await client.request('POST', '/api/process/compress', {
           body: JSON.stringify({ fileId }),
           headers: { 'content-type': 'text/plain' },
         });
-        expectError(text, 400, 'VALIDATION_ERROR');
+        expectError(text, 415, 'UNSUPPORTED_MEDIA_TYPE');
         const xml = await client.request('POST', '/api/process/compress', { body: '<fileId/>', headers: { 'content-type': 'application/xml' } });
         expectError(xml, 415, 'UNSUPPORTED_MEDIA_TYPE');
         const form = new FormData();

@@ -73,7 +73,8 @@ function fromFrameworkError(error: FastifyError, request: FastifyRequest): AppEr
   const table: Record<string, [ErrorCode, string]> = {
     FST_ERR_CTP_INVALID_MEDIA_TYPE: ['UNSUPPORTED_MEDIA_TYPE', 'This endpoint takes application/json'],
     FST_ERR_CTP_EMPTY_JSON_BODY: ['VALIDATION_ERROR', 'The JSON body is empty'],
-    FST_ERR_CTP_INVALID_JSON_BODY: ['VALIDATION_ERROR', 'The body is not valid JSON'],
+    // Fastify's parser also refuses valid JSON with a __proto__ or constructor.prototype key, and says no more.
+    FST_ERR_CTP_INVALID_JSON_BODY: ['VALIDATION_ERROR', 'The body is not valid JSON, or has a __proto__ or constructor.prototype key'],
     FST_ERR_CTP_BODY_TOO_LARGE: ['PAYLOAD_TOO_LARGE', 'The request body is too large'],
     FST_INVALID_MULTIPART_CONTENT_TYPE: ['VALIDATION_ERROR', 'Send the file as multipart/form-data with one part named "file"'],
     FST_REQ_FILE_TOO_LARGE: ['FILE_TOO_LARGE', 'The file is larger than the plan allows'],

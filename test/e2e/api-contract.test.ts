@@ -667,6 +667,12 @@ for (const dialect of DIALECTS) {
         form.append('fileId', fileId);
         expectError(await client.request('POST', '/api/process/compress', { body: form }), 400, 'VALIDATION_ERROR');
         expectError(await client.request('POST', '/api/process/compress', { body: 'null', headers }), 400, 'VALIDATION_ERROR');
+        // Valid JSON that would poison prototypes is refused, and the message says why.
+        for (const body of [`{"fileId":"${fileId}","__proto__":{"quality":1}}`, `{"fileId":"${fileId}","constructor":{"prototype":{"quality":1}}}`]) {
+          const poisoned = await client.request('POST', '/api/process/compress', { body, headers });
+          expectError(poisoned, 400, 'VALIDATION_ERROR');
+          assert.match(poisoned.body.error.message, /__proto__ or constructor\.prototype/);
+        }
         const huge = await client.request('POST', '/api/process/compress', {
           body: JSON.stringify({ fileId, pad: 'x'.repeat(2 * 1024 * 1024) }),
           headers,

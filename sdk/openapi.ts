@@ -19554,6 +19554,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
             /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours. */
             409: {
                 headers: {
@@ -19569,6 +19591,50 @@ export interface operations {
                         error?: {
                             /** @enum {string} */
                             code?: "IDEMPOTENCY_KEY_REUSED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -19808,6 +19874,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
             /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours. */
             409: {
                 headers: {
@@ -19823,6 +19911,50 @@ export interface operations {
                         error?: {
                             /** @enum {string} */
                             code?: "IDEMPOTENCY_KEY_REUSED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;
@@ -20192,6 +20324,28 @@ export interface operations {
                     };
                 };
             };
+            /** @description `REQUEST_TIMEOUT`: The body stalled (BODY_STALL_SECONDS without a byte) or was still arriving after REQUEST_TIMEOUT_SECONDS. */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "REQUEST_TIMEOUT";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
             /** @description `IDEMPOTENCY_KEY_REUSED`: This Idempotency-Key was used with another request within 24 hours. */
             409: {
                 headers: {
@@ -20207,6 +20361,50 @@ export interface operations {
                         error?: {
                             /** @enum {string} */
                             code?: "IDEMPOTENCY_KEY_REUSED";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `PAYLOAD_TOO_LARGE`: The JSON body is larger than 1 MiB. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                            message?: unknown;
+                            details?: unknown;
+                            requestId?: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description `UNSUPPORTED_MEDIA_TYPE`: Not a type this service reads (an upload), or a body that is not JSON (a JSON endpoint). */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"] & {
+                        success?: unknown;
+                        error?: {
+                            /** @enum {string} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
                             message?: unknown;
                             details?: unknown;
                             requestId?: unknown;

@@ -175,6 +175,18 @@ describe('OpenAPI document', () => {
       'RATE_LIMITED',
       'TOO_MANY_QUEUED_TASKS',
     ]);
+    // Any POST, PUT or PATCH may be sent a body, which is read before anything else (one that
+    // takes none included): each lists the body's refusals.
+    for (const [path, item] of Object.entries(doc.paths).filter(([p]) => p.startsWith('/api/'))) {
+      for (const method of ['post', 'put', 'patch']) {
+        const op = (item as any)[method];
+        if (!op) continue;
+        assert.ok(codesOf(op, '400').includes('VALIDATION_ERROR'), `${method} ${path}: 400 VALIDATION_ERROR`);
+        assert.ok(codesOf(op, '413').includes('PAYLOAD_TOO_LARGE'), `${method} ${path}: 413 PAYLOAD_TOO_LARGE`);
+        if (!op.requestBody?.content?.['multipart/form-data'])
+          assert.ok(codesOf(op, '415').includes('UNSUPPORTED_MEDIA_TYPE'), `${method} ${path}: 415 UNSUPPORTED_MEDIA_TYPE`);
+      }
+    }
     const text = JSON.stringify(doc.paths);
     for (const code of [
       'NOT_AUTHENTICATED',

@@ -9,7 +9,7 @@ import type { Services } from '../services.js';
 import { apiKeyAuth } from './auth.js';
 import { frameworkErrors, registerApiNotFound, registerErrorHandling } from './errors.js';
 import { registerOpenApi } from './openapi.js';
-import { refuseUnknownQueries, registerValidation } from './validation.js';
+import { refuseUnexpectedBodies, refuseUnknownQueries, registerValidation } from './validation.js';
 import { clientErrorHandler, registerBodyTimeouts, serverTimeouts } from './request-body.js';
 import { refuseBadHost } from './framing.js';
 import { accountRoutes } from './routes/account.js';
@@ -88,6 +88,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       api.removeContentTypeParser('text/plain');
       api.addHook('onRequest', apiKeyAuth(services));
       refuseUnknownQueries(api);
+      refuseUnexpectedBodies(api);
       registerApiNotFound(api);
       fileRoutes(api, services);
       uploadRoutes(api, services);

@@ -1,7 +1,8 @@
 // Request validation: bodies are taken exactly as sent (unknown fields rejected, nothing
 // coerced or stripped); query strings and path parameters are text, so they are coerced.
 import Ajv from 'ajv';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { AppError } from '../errors.js';
 
 const NO_QUERY = { type: 'object', additionalProperties: false, properties: {} } as const;
 
@@ -15,6 +16,29 @@ export function refuseUnknownQueries(app: FastifyInstance): void {
   app.addHook('onRoute', (route) => {
     if (route.schema) route.schema.querystring ??= NO_QUERY;
   });
+}
+
+/**
+ * Within `app` (the API), an operation that takes no body (creating a signing key, a webhook's
+ * test, a resend) refuses one that says something, as bodies with unknown fields are refused
+ * everywhere else: 400 naming each field. No body, an empty one, `null` and `{}` pass.
+ */
+export function refuseUnexpectedBodies(app: FastifyInstance): void {
+  app.addHook('onRoute', (route) => {
+    const methods = [route.method].flat();
+    if (!route.schema || route.schema.body !== undefined || route.schema.consumes !== undefined) return;
+    if (!methods.some((method) => method === 'POST' || method === 'PUT' || method === 'PATCH')) return;
+    route.preValidation = [...[route.preValidation ?? []].flat(), refuseBody];
+  });
+}
+
+async function refuseBody(request: FastifyRequest): Promise<void> {
+  const body: unknown = request.body;
+  if (body === undefined || body === null) return;
+  const names = typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : undefined;
+  if (names?.length === 0) return;
+  const fields = names ? names.map((field) => ({ field, message: 'unknown field' })) : [{ field: 'body', message: 'this operation takes no body' }];
+  throw new AppError('VALIDATION_ERROR', fields.map((f) => `${f.field}: ${f.message}`).join('; '), { fields });
 }
 
 export function registerValidation(app: FastifyInstance): void {

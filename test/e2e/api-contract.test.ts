@@ -667,6 +667,23 @@ for (const dialect of DIALECTS) {
         form.append('fileId', fileId);
         expectError(await client.request('POST', '/api/process/compress', { body: form }), 400, 'VALIDATION_ERROR');
         expectError(await client.request('POST', '/api/process/compress', { body: 'null', headers }), 400, 'VALIDATION_ERROR');
+        // An operation that takes no body refuses one that says something, naming its fields;
+        // nothing, `{}` and `null` pass, and a body of another type is 415 there too.
+        const named = await client.post('/api/signing-keys', { name: 'mine', rotate: true });
+        expectError(named, 400, 'VALIDATION_ERROR');
+        assert.deepEqual(
+          named.body.error.details.fields.map((f: { field: string }) => f.field),
+          ['name', 'rotate'],
+        );
+        expectError(await client.post('/api/signing-keys', [1]), 400, 'VALIDATION_ERROR');
+        assert.equal((await client.request('POST', '/api/signing-keys')).status, 201);
+        assert.equal((await client.post('/api/signing-keys', {})).status, 201);
+        assert.equal((await client.request('POST', '/api/signing-keys', { body: 'null', headers })).status, 201);
+        expectError(
+          await client.request('POST', '/api/signing-keys', { body: '<key/>', headers: { 'content-type': 'application/xml' } }),
+          415,
+          'UNSUPPORTED_MEDIA_TYPE',
+        );
         // Valid JSON that would poison prototypes is refused, and the message says why.
         for (const body of [`{"fileId":"${fileId}","__proto__":{"quality":1}}`, `{"fileId":"${fileId}","constructor":{"prototype":{"quality":1}}}`]) {
           const poisoned = await client.request('POST', '/api/process/compress', { body, headers });

@@ -64,7 +64,11 @@ export function deliveryApiRoutes(app: FastifyInstance, services: Services): voi
           'The `secret` is shown this once: 32 random bytes, base64url. A delivery URL `/r/{keyId}/{signature}/{transform}/{source}` is signed with ' +
           'base64url (no padding) of HMAC-SHA256 keyed by the secret text over `{transform}/{source}` exactly as sent. Keep several keys to rotate.',
         headers: idempotencyHeader,
-        response: apiResponses({ 201: jsonData('The key, with its secret (shown once)', 'CreatedSigningKey') }, [...API_WRITE, ...IDEMPOTENT]),
+        response: apiResponses({ 201: jsonData('The key, with its secret (shown once)', 'CreatedSigningKey') }, [
+          ...API_WRITE,
+          ...IDEMPOTENT,
+          ...JSON_BODY,
+        ]),
       },
     },
     async (request, reply) => idempotent(request, reply, 'signing-keys', (tx, now) => createSigningKey(tx, request.account.id, now)),

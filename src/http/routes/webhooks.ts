@@ -188,7 +188,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services): void {
         description: 'Queues a `webhook.test` event (`data: {webhook}`), delivered, signed and retried like any other; follow it in the deliveries.',
         params: webhookParams,
         headers: idempotencyHeader,
-        response: apiResponses({ 202: jsonData('The queued delivery', 'WebhookDelivery') }, [...API_WRITE, ...IDEMPOTENT, 'NOT_FOUND']),
+        response: apiResponses({ 202: jsonData('The queued delivery', 'WebhookDelivery') }, [...API_WRITE, ...IDEMPOTENT, ...JSON_BODY, 'NOT_FOUND']),
       },
     },
     async (request: FastifyRequest<{ Params: { webhookId: string } }>, reply) =>
@@ -209,7 +209,7 @@ export function webhookRoutes(app: FastifyInstance, services: Services): void {
           "Queues the delivery's event again for the endpoint as a new delivery: the same event id and body (signed anew), retried for 24 hours.",
         params: deliveryParams,
         headers: idempotencyHeader,
-        response: apiResponses({ 202: jsonData('The new delivery', 'WebhookDelivery') }, [...API_WRITE, ...IDEMPOTENT, 'NOT_FOUND']),
+        response: apiResponses({ 202: jsonData('The new delivery', 'WebhookDelivery') }, [...API_WRITE, ...IDEMPOTENT, ...JSON_BODY, 'NOT_FOUND']),
       },
     },
     async (request: FastifyRequest<{ Params: { webhookId: string; deliveryId: string } }>, reply) =>

@@ -38,7 +38,7 @@ export function refuseBadHost(req: IncomingMessage, res: ServerResponse): boolea
   if (hosts === 1 || (hosts === 0 && !needsHost)) return false;
   const { requestId, body } = envelope(
     'VALIDATION_ERROR',
-    hosts === 0 ? 'An HTTP/1.1 request must carry a Host header' : 'A request carries one Host header',
+    hosts === 0 ? 'An HTTP/1.1 request must carry a Host header' : 'A request must carry one Host header, not several',
   );
   res.writeHead(400, {
     'content-type': 'application/json; charset=utf-8',

@@ -160,13 +160,13 @@ function imageAnswer(
 
 /**
  * Hits held in this process's memory, answered before Fastify's request handling (its hooks,
- * request and reply objects cost most of a hit's CPU): app.ts calls the handler this returns in
- * front of Fastify, which gets the request when it answers false. It answers only what Delivery.deliverFromMemory answers — a GET or
- * HEAD of a /r/ URL without a body whose key, transform and render are all in memory — with
- * what the route would send: the same headers (imageAnswer), the request id, the access-log
- * line, the HTTP and render metrics. Everything else goes on to Fastify untouched. Behind a
- * trusted proxy, requests that name a forwarded client or host go to Fastify too (its request
- * reads them for the access log).
+ * request and reply objects cost most of a hit's CPU): app.ts calls the handler this returns
+ * in front of Fastify, which gets the request when it answers false. It answers only what
+ * Delivery.deliverFromMemory answers — a GET or HEAD of a /r/ URL without a body whose key,
+ * transform and render are all in memory — with what the route would send: the same headers
+ * (imageAnswer), the request id, the access-log line, the HTTP and render metrics. Everything
+ * else goes on to Fastify untouched. Behind a trusted proxy, requests that name a forwarded
+ * client or host go to Fastify too (its request reads them for the access log).
  */
 export function memoryHits(services: Services): (req: IncomingMessage, res: ServerResponse) => boolean {
   const { delivery, metrics, config, logger } = services;

@@ -58,6 +58,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     clientErrorHandler,
   });
 
+  // JSON (and multipart where a route takes it) only: a text/plain body is 415 as any other type
+  // is, not a string the schema then refuses. Every scope registered below inherits this.
+  app.removeContentTypeParser('text/plain');
+
   // A client that half-closes once its request is sent (simple HTTP clients, `curl -T -` with
   // some proxies, a raw socket's end()) still reads the answer: Node's default ends the
   // connection at the client's FIN, so an upload would be stored with its 201 lost. The socket
@@ -84,8 +88,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(
     async (api) => {
       await api.register(multipart, { limits: { fieldNameSize: 100, headerPairs: 100 } });
-      // JSON or multipart only: a text/plain body is 415 as any other type is, not a string the schema then refuses.
-      api.removeContentTypeParser('text/plain');
       api.addHook('onRequest', apiKeyAuth(services));
       refuseUnknownQueries(api);
       refuseUnexpectedBodies(api);

@@ -84,9 +84,18 @@ export function readCookie(request: FastifyRequest, name: string): string | unde
   if (!header) return undefined;
   for (const part of header.split(';')) {
     const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
+    if (eq > 0 && part.slice(0, eq).trim() === name) return percentDecoded(part.slice(eq + 1).trim());
   }
   return undefined;
+}
+
+/** A cookie value percent-decoded; one that is not valid percent-encoding as it is (a token that opens nothing). */
+function percentDecoded(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
 }
 
 /** Set-Cookie for the session: HttpOnly, SameSite=Strict, Path=/, and Secure behind https. */

@@ -125,6 +125,14 @@ for (const dialect of DIALECTS) {
       });
       assert.equal(form.status, 415);
       assert.equal(form.headers.get('set-cookie'), null);
+      // A form can also send text/plain, shaped as JSON: not read either.
+      const plain = await new Client(server.url).request('POST', '/auth/login', {
+        body: JSON.stringify({ email, password: 'a-good-password' }),
+        headers: { 'content-type': 'text/plain' },
+      });
+      assert.equal(plain.status, 415);
+      assert.equal(code(plain), 'UNSUPPORTED_MEDIA_TYPE');
+      assert.equal(plain.headers.get('set-cookie'), null);
       const signup = await new Client(server.url).post(
         '/auth/signup',
         { email: `x-${email}`, password: 'a-good-password' },
@@ -235,6 +243,14 @@ for (const dialect of DIALECTS) {
       const stale = await new Client(server.url).get('/api/account', { cookie });
       assert.equal(stale.status, 401);
       assert.equal((await new Client(server.url).get('/auth/session', { cookie })).body.data.authenticated, false);
+      // A cookie that is not valid percent-encoding opens nothing, and is dropped: no 500.
+      for (const bad of ['imgapi_session=%%%', 'imgapi_session=%E0%A4%A; other=1']) {
+        const session = await new Client(server.url).get('/auth/session', { cookie: bad });
+        assert.equal(session.status, 200, bad);
+        assert.equal(session.body.data.authenticated, false, bad);
+        assert.match(session.headers.get('set-cookie') ?? '', /^imgapi_session=; Path=\/; Max-Age=0/, bad);
+        assert.equal((await new Client(server.url).get('/api/account', { cookie: bad })).status, 401, bad);
+      }
     });
 
     it('first-run setup takes the one-time token from the start-up line, once; the log never holds it', async () => {

@@ -173,7 +173,8 @@ export const watermark: Operation<typeof optionsSchema> = {
     }
     return [...errors, ...checkText(options.text), ...checkColour('color', options.color)];
   },
-  extraInputs: (options) => (options.logoFileId ? [options.logoFileId] : []),
+  // Any logoFileId given is an input, the empty string too: looked up (404) when queued, never found missing when run.
+  extraInputs: (options) => (options.logoFileId === undefined ? [] : [options.logoFileId]),
   step: {
     // Overlays are drawn on single images: an animation gets the mark on each frame.
     perFrame: () => true,

@@ -278,11 +278,20 @@ for (const dialect of DIALECTS) {
         .toBuffer({ resolveWithObject: true });
       assert.deepEqual([...data.subarray(0, 3)], [255, 0, 0], `pixel ${[...data]} (${info.channels} channels)`);
 
-      const missing = await client.post('/api/process/pipeline', {
-        fileId: photo,
-        steps: [{ kind: 'watermark', logoFileId: 'file_doesNotExist0000000000' }],
-      });
-      assert.equal(missing.status, 404, JSON.stringify(missing.body));
+      // A logo that is not a file of the account, the empty id included, is 404 when queued
+      // (a single watermark, its batch and a pipeline's step), never a task that fails later.
+      for (const logoFileId of ['file_doesNotExist0000000000', '']) {
+        const requests: [string, object][] = [
+          ['/api/process/pipeline', { fileId: photo, steps: [{ kind: 'watermark', logoFileId }] }],
+          ['/api/process/watermark', { fileId: photo, logoFileId }],
+          ['/api/process/batch/watermark', { fileIds: [photo], logoFileId }],
+        ];
+        for (const [route, body] of requests) {
+          const missing = await client.post(route, body);
+          assert.equal(missing.status, 404, `${route} ${JSON.stringify(logoFileId)}: ${JSON.stringify(missing.body)}`);
+          assert.equal(missing.body.error.code, 'NOT_FOUND');
+        }
+      }
     });
 
     it('batch form: one task per file, each a pipeline, charged one each', async () => {

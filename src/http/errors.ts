@@ -87,7 +87,9 @@ function fromFrameworkError(error: FastifyError, request: FastifyRequest): AppEr
   if (known) return new AppError(known[0], known[1]);
   if (error instanceof SyntaxError || (status === 400 && /JSON/i.test(error.message)))
     return new AppError('VALIDATION_ERROR', 'The body is not valid JSON');
-  if (status === 400 && /multipart|boundary/i.test(error.message))
+  // The multipart parser's own errors carry no status (a missing boundary, a body that ends
+  // before its closing one): on a route that takes multipart they are the body's fault.
+  if ((status === 400 || (error.statusCode === undefined && consumes?.includes('multipart/form-data'))) && /multipart|boundary/i.test(error.message))
     return new AppError('VALIDATION_ERROR', `Malformed multipart body: ${error.message}`);
   if (status === 413) return new AppError('PAYLOAD_TOO_LARGE', 'The request body is too large');
   if (status === 415) return new AppError('UNSUPPORTED_MEDIA_TYPE', error.message);

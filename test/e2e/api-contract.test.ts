@@ -585,6 +585,12 @@ for (const dialect of DIALECTS) {
           'VALIDATION_ERROR',
         );
 
+        // Multipart without a boundary: the parser's own error, answered as the body's fault.
+        const whole = multipartBody([{ disposition: 'form-data; name="file"; filename="a.png"', data: Buffer.from(png), type: 'image/png' }]);
+        const unbounded = await client.request('POST', '/api/upload', { body: whole.body, headers: { 'content-type': 'multipart/form-data' } });
+        expectError(unbounded, 400, 'VALIDATION_ERROR');
+        assert.match(unbounded.body.error.message, /^Malformed multipart body/);
+
         expectError(await client.post('/api/upload', { file: 'abc' }), 400, 'VALIDATION_ERROR');
         expectError(await client.request('POST', '/api/upload'), 400, 'VALIDATION_ERROR');
         expectError(await client.request('POST', '/api/upload', { body: png, headers: { 'content-type': 'image/png' } }), 400, 'VALIDATION_ERROR');

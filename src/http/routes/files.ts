@@ -91,6 +91,12 @@ export function fileRoutes(app: FastifyInstance, services: Services): void {
               ],
             });
           }
+          // A part the parser gave up on before this handler came to it (the whole body, buffered
+          // while the hooks ran, ends before the part's closing boundary) is destroyed, never
+          // ended, and without an error a pipe would see: reading it would wait for ever.
+          if (part.file.destroyed && !part.file.readableEnded) {
+            throw new AppError('VALIDATION_ERROR', 'Malformed multipart body: the part ends before its closing boundary');
+          }
           // The bytes' hash only for an Idempotency-Key's fingerprint: nothing else reads it.
           upload = await storeUpload(storage, part.file, part.filename, request.limits, pdfPages, { sha256: idempotencyKey !== undefined });
         }

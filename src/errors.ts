@@ -76,6 +76,10 @@ export class AppError extends Error {
 
 export const notFound = (what = 'Resource'): AppError => new AppError('NOT_FOUND', `${what} not found`);
 
+/** 400 VALIDATION_ERROR naming each field: the message lists them (`field: message; …`), `details.fields` holds them. */
+export const fieldsInvalid = (fields: { field: string; message: string }[]): AppError =>
+  new AppError('VALIDATION_ERROR', fields.map((f) => `${f.field}: ${f.message}`).join('; '), { fields });
+
 /**
  * The service's own disk, database or object store is full: a local write (ENOSPC, or EDQUOT
  * past a quota), SQLite (SQLITE_FULL), PostgreSQL (53100 disk_full) or a store answering 507.

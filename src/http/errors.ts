@@ -1,7 +1,7 @@
 // The error envelope. Every failure leaves as {success:false, error:{code, message, details?,
 // requestId}}; internal detail goes to the log under the same request id.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, isStorageFull, type ErrorCode } from '../errors.js';
+import { AppError, fieldsInvalid, isStorageFull, type ErrorCode } from '../errors.js';
 import { targetPath } from './framing.js';
 
 interface AjvError {
@@ -111,9 +111,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof AppError) return sendError(request, reply, error);
     if (error.validation) {
-      const fields = fieldErrors(error.validation as unknown as AjvError[], error.validationContext);
-      const message = fields.map((f) => `${f.field}: ${f.message}`).join('; ');
-      return sendError(request, reply, new AppError('VALIDATION_ERROR', message, { fields }));
+      return sendError(request, reply, fieldsInvalid(fieldErrors(error.validation as unknown as AjvError[], error.validationContext)));
     }
     const translated = fromFrameworkError(error, request);
     if (translated) return sendError(request, reply, translated);

@@ -2,7 +2,7 @@
 // coerced or stripped); query strings and path parameters are text, so they are coerced.
 import Ajv from 'ajv';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AppError } from '../errors.js';
+import { fieldsInvalid } from '../errors.js';
 
 const NO_QUERY = { type: 'object', additionalProperties: false, properties: {} } as const;
 
@@ -37,8 +37,9 @@ async function refuseBody(request: FastifyRequest): Promise<void> {
   if (body === undefined || body === null) return;
   const names = typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : undefined;
   if (names?.length === 0) return;
-  const fields = names ? names.map((field) => ({ field, message: 'unknown field' })) : [{ field: 'body', message: 'this operation takes no body' }];
-  throw new AppError('VALIDATION_ERROR', fields.map((f) => `${f.field}: ${f.message}`).join('; '), { fields });
+  throw fieldsInvalid(
+    names ? names.map((field) => ({ field, message: 'unknown field' })) : [{ field: 'body', message: 'this operation takes no body' }],
+  );
 }
 
 export function registerValidation(app: FastifyInstance): void {

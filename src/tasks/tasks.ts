@@ -3,7 +3,7 @@ import type { Selectable } from 'kysely';
 import { iso, type Clock } from '../clock.js';
 import { jsonRows, type Database, type Tx } from '../db/database.js';
 import { ACTIVE_STATUSES, isFinished, type DB, type SqliteViews, type TaskLane, type TasksTable } from '../db/schema.js';
-import { AppError, TaskError, notFound } from '../errors.js';
+import { AppError, TaskError, fieldsInvalid, notFound } from '../errors.js';
 import { isAnimation } from '../imaging/formats.js';
 import { checkOutputSize, checkSource, outputFrames } from '../imaging/limits.js';
 import { newId } from '../ids.js';
@@ -79,8 +79,7 @@ function resolveInputs(
 ): FileRecord[] {
   // Rules between options come first: validation outranks not found (API.md's order of errors).
   const optionErrors = op.check?.(options, [], submitter.limits) ?? [];
-  if (optionErrors.length)
-    throw new AppError('VALIDATION_ERROR', optionErrors.map((e) => `${e.field}: ${e.message}`).join('; '), { fields: optionErrors });
+  if (optionErrors.length) throw fieldsInvalid(optionErrors);
   const files = fileIds.map((fileId) => liveFile(found.get(fileId), now));
   for (const file of files) {
     if (!acceptsFormat(op.accepts, file.format)) {
@@ -88,7 +87,7 @@ function resolveInputs(
     }
   }
   const errors = op.check?.(options, files, submitter.limits) ?? [];
-  if (errors.length) throw new AppError('VALIDATION_ERROR', errors.map((e) => `${e.field}: ${e.message}`).join('; '), { fields: errors });
+  if (errors.length) throw fieldsInvalid(errors);
   // Files the options name (a watermark's logo) must be the caller's live images too.
   for (const fileId of op.extraInputs?.(options) ?? []) {
     const file = liveFile(found.get(fileId), now);

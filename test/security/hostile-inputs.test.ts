@@ -351,6 +351,14 @@ const CASES: HostileRow[] = [
     expect: INVALID,
   },
   { input: garbageIdat(PNG), job: { kind: 'extend', options: { all: 8 } }, expect: INVALID },
+  // An id that names no file, the empty one included, is refused when queued, never a task that fails later.
+  ...['', 'file_AAAAAAAAAAAAAAAAAAAAAA'].map((logoFileId): HostileRow => ({
+    name: `watermark logoFileId ${JSON.stringify(logoFileId)} → 404`,
+    input: JPEG,
+    job: { kind: 'watermark', options: { logoFileId } },
+    expect: refused(404, 'NOT_FOUND'),
+    everyDialect: true,
+  })),
 ];
 
 /** PostgreSQL plays the written-out rows and, of the matrix, every job on every format cut to 60 %. */
